@@ -1,0 +1,26 @@
+# Finds every third-party dependency once, as imported targets.
+find_package(Torch REQUIRED)
+find_package(fmt REQUIRED)
+find_package(tomlplusplus REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(Boost 1.74 REQUIRED COMPONENTS filesystem)
+find_package(Threads REQUIRED)
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+
+# libtorch's imported targets carry the C++ ABI flag; keep it consistent across the project.
+if(NOT TARGET bertlab::torch)
+  add_library(bertlab_torch INTERFACE)
+  target_link_libraries(bertlab_torch INTERFACE ${TORCH_LIBRARIES})
+  target_include_directories(bertlab_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
+  target_compile_options(bertlab_torch INTERFACE ${TORCH_CXX_FLAGS})
+  add_library(bertlab::torch ALIAS bertlab_torch)
+endif()
+
+# CUDA/NCCL code compiles only against a libtorch built with CUDA.
+set(BERTLAB_WITH_CUDA OFF)
+if(TARGET torch_cuda OR CAFFE2_USE_CUDA)
+  set(BERTLAB_WITH_CUDA ON)
+endif()
+message(STATUS "[bertlab] libtorch ${Torch_VERSION}, CUDA: ${BERTLAB_WITH_CUDA}")

@@ -1,0 +1,277 @@
+// The `bertlab` executable: parse the command line → load plugins → validate → run.
+// Only this file turns exceptions into messages and exit codes: 2 for configuration and plugin
+// errors, 1 for anything else.
+
+#include <CLI/CLI.hpp>
+#include <bertlab/error.h>
+#include <bertlab/log.h>
+#include <bertlab/text/tokenizer.h>
+#include <torch/csrc/api/include/torch/version.h>
+
+#include <cstring>
+#include <iostream>
+
+#include "host/experiment.h"
+#include "host/host_options.h"
+#include "host/plugin_host.h"
+#include "host/runner.h"
+#include "host/threads.h"
+#include "text/tokenize_command.h"
+
+namespace fs = std::filesystem;
+
+namespace bertlab {
+namespace {
+
+constexpr int kExitFailure = 1;
+constexpr int kExitConfig = 2;
+
+struct CommonOptions {
+  std::vector<std::string> plugin_dirs;
+};
+
+void load_plugins(PluginHost& host, const CommonOptions& common) {
+  std::vector<fs::path> extra(common.plugin_dirs.begin(), common.plugin_dirs.end());
+  host.load_directories(PluginHost::search_path(extra));
+}
+
+void log_versions(const PluginHost& host) {
+  log_info("bertlab", "bertlab {}, libtorch {}, {}", BERTLAB_VERSION, TORCH_VERSION,
+           blas_description());
+  for (const auto& p : host.plugins()) {
+    log_info("plugin", "{} {} from {}", p.name, p.version, p.file.string());
+  }
+}
+
+ResolvedExperiment load_experiment(const PluginHost& host, const std::string& file,
+                                   const std::vector<std::string>& sets,
+                                   const std::vector<std::string>& variants,
+                                   const std::string& output_dir) {
+  ExperimentFile parsed = parse_experiment_file(file);
+  ResolveOptions options;
+  std::vector<std::string> errors;
+  for (const auto& s : sets) {
+    try {
+      options.overrides.push_back(parse_set_argument(s));
+    } catch (const ConfigError& e) {
+      errors.insert(errors.end(), e.messages().begin(), e.messages().end());
+    }
+  }
+  if (!errors.empty()) throw ConfigError(errors);
+  options.selected_variants = variants;
+  if (!output_dir.empty()) options.output_dir = fs::path(output_dir);
+  return resolve_experiment(parsed, host.registry(), options);
+}
+
+int cmd_run(const CommonOptions& common, const std::string& file,
+            const std::vector<std::string>& sets, const std::vector<std::string>& variants,
+            const std::string& output_dir) {
+  PluginHost host;
+  load_plugins(host, common);
+  ResolvedExperiment experiment = load_experiment(host, file, sets, variants, output_dir);
+  log_versions(host);
+  log_info("config", "{}: experiment '{}', {} variant(s): {}", file, experiment.name,
+           experiment.variants.size(), [&] {
+             std::string names;
+             for (const auto& v : experiment.variants) names += (names.empty() ? "" : ", ") + v.name;
+             return names;
+           }());
+  std::string table = run_experiment(experiment, host);
+  const fs::path dir = experiment.output_dir / experiment.name;
+  std::cout << table << "\nComparison written to " << (dir / "comparison.md").string() << " and "
+            << (dir / "comparison.csv").string() << "\n";
+  return 0;
+}
+
+int cmd_validate(const CommonOptions& common, const std::string& file,
+                 const std::vector<std::string>& sets, const std::vector<std::string>& variants) {
+  PluginHost host;
+  load_plugins(host, common);
+  ResolvedExperiment experiment = load_experiment(host, file, sets, variants, "");
+  for (const auto& v : experiment.variants) {
+    std::cout << v.resolved_toml << "\n";
+  }
+  std::cout << "# " << file << ": " << experiment.variants.size()
+            << " variant(s) valid; outputs would go to "
+            << (experiment.output_dir / experiment.name).string() << "\n";
+  return 0;
+}
+
+std::string describe_option(const OptionDecl& d, bool host_key) {
+  std::string def = d.required ? "(required)"
+                    : d.default_value ? format_value(*d.default_value)
+                                      : "";
+  if (d.type == OptionType::kPath && !d.required && def == "\"\"") def = "(none)";
+  return fmt::format("  {:<28} {:<7} {:<16} {:<24} {}{}\n", d.key, to_string(d.type), def,
+                     d.rule(), d.doc, host_key ? " [host]" : "");
+}
+
+int cmd_plugins(const CommonOptions& common, const std::string& describe) {
+  PluginHost host;
+  load_plugins(host, common);
+  const auto& registry = host.registry();
+  if (describe.empty()) {
+    std::cout << fmt::format("{:<10} {:<20} {:<8} {:<40} {}\n", "KIND", "NAME", "VERSION",
+                             "DESCRIPTION", "FILE");
+    for (const Component* c : registry.all()) {
+      std::cout << fmt::format("{:<10} {:<20} {:<8} {:<40} {}\n", to_string(c->kind), c->spec.name,
+                               c->origin.plugin_version, c->spec.description,
+                               c->origin.file.string());
+    }
+    for (const auto& t : registry.tools()) {
+      std::cout << fmt::format("{:<10} {:<20} {:<8} {:<40} {}\n", "tool",
+                               t.group + " " + t.name, t.origin.plugin_version, t.description,
+                               t.origin.file.string());
+    }
+    return 0;
+  }
+  auto found = registry.find_any(describe);
+  if (found.empty()) {
+    std::vector<std::string> names;
+    for (const Component* c : registry.all()) names.push_back(c->spec.name);
+    auto close = closest_match(describe, names);
+    throw PluginError(fmt::format("--describe {}: no component of that name{}; known: {}",
+                                  describe,
+                                  close ? fmt::format("; did you mean '{}'?", *close) : "",
+                                  fmt::join(names, ", ")));
+  }
+  for (const Component* c : found) {
+    std::cout << fmt::format("{} '{}': {}\n", to_string(c->kind), c->spec.name,
+                             c->spec.description);
+    std::cout << fmt::format("plugin {} {} from {}\n\n", c->origin.plugin_name,
+                             c->origin.plugin_version, c->origin.file.string());
+    std::cout << fmt::format("[{}] keys:\n", to_string(c->kind));
+    std::cout << fmt::format("  {:<28} {:<7} {:<16} {:<24} {}\n", "KEY", "TYPE", "DEFAULT",
+                             "RULE", "DESCRIPTION");
+    std::vector<OptionDecl> host_keys = c->kind == ComponentKind::kStrategy
+                                            ? strategy_host_options()
+                                            : std::vector<OptionDecl>{plugin_option(
+                                                  to_string(c->kind))};
+    for (const auto& d : host_keys) std::cout << describe_option(d, true);
+    for (const auto& d : c->spec.options) std::cout << describe_option(d, false);
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+int cmd_tokenize(const std::string& vocab, bool no_lower_case, bool ids) {
+  FullTokenizer tokenizer(vocab, !no_lower_case);
+  try {
+    return run_tokenize_command(tokenizer, ids, std::cin, std::cout);
+  } catch (const DataError& e) {
+    throw DataError(fmt::format("stdin: {}", e.what()));
+  }
+}
+
+int run_tool(const CommonOptions& common, const std::string& group,
+             const std::vector<std::string>& args) {
+  PluginHost host;
+  load_plugins(host, common);
+  const auto& tools = host.registry().tools();
+  if (args.empty()) {
+    throw ConfigError(fmt::format("bertlab {}: name a tool", group));
+  }
+  const Tool* tool = host.registry().find_tool(group, args.front());
+  if (tool == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& t : tools) names.push_back(t.group + " " + t.name);
+    throw ConfigError(fmt::format("bertlab {} {}: no such tool; tools: {}", group, args.front(),
+                                  names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+  }
+  return tool->main(std::vector<std::string>(args.begin() + 1, args.end()));
+}
+
+int dispatch(int argc, char** argv) {
+  CLI::App app{"bertlab: BERT experiments on LibTorch, wired from TOML by plugins", "bertlab"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("bertlab ") + BERTLAB_VERSION);
+  CommonOptions common;
+
+  auto add_plugin_dir = [&](CLI::App* sub) {
+    sub->add_option("--plugin-dir", common.plugin_dirs,
+                    "extra folder of plugin libraries (repeatable; BERTLAB_PLUGIN_PATH too)");
+  };
+
+  std::string file;
+  std::vector<std::string> sets, variants;
+  std::string output_dir;
+  CLI::App* run = app.add_subcommand("run", "run an experiment's variants and compare them");
+  run->add_option("experiment", file, "experiment TOML file")->required();
+  run->add_option("--variant", variants, "run only this variant (repeatable)");
+  run->add_option("--set", sets, "override SECTION.KEY=VALUE (repeatable)");
+  run->add_option("--output-dir", output_dir, "results folder (default [experiment] output_dir)");
+  add_plugin_dir(run);
+
+  CLI::App* validate = app.add_subcommand("validate", "check an experiment file; print each "
+                                                      "resolved variant");
+  validate->add_option("experiment", file, "experiment TOML file")->required();
+  validate->add_option("--variant", variants, "check only this variant (repeatable)");
+  validate->add_option("--set", sets, "override SECTION.KEY=VALUE (repeatable)");
+  add_plugin_dir(validate);
+
+  std::string describe;
+  CLI::App* plugins = app.add_subcommand("plugins", "list the components of every plugin");
+  plugins->add_option("--describe", describe, "print the options of the component NAME");
+  add_plugin_dir(plugins);
+
+  std::string vocab;
+  bool no_lower_case = false, ids = false;
+  CLI::App* tokenize = app.add_subcommand("tokenize", "tokenize stdin lines as Google BERT does");
+  tokenize->add_option("--vocab", vocab, "vocab.txt")->required();
+  tokenize->add_flag("--no-lower-case", no_lower_case, "keep case and accents");
+  tokenize->add_flag("--ids", ids, "print token ids instead of tokens");
+
+  // `bertlab GROUP TOOL ...`: tools contributed by plugins.
+  if (argc >= 2 && argv[1][0] != '-') {
+    const std::string first = argv[1];
+    bool builtin = false;
+    for (const auto* sub : app.get_subcommands({})) builtin |= sub->get_name() == first;
+    if (!builtin) {
+      std::vector<std::string> rest;
+      for (int i = 2; i < argc; ++i) {
+        if (std::strcmp(argv[i], "--plugin-dir") == 0 && i + 1 < argc) {
+          common.plugin_dirs.push_back(argv[++i]);
+        } else {
+          rest.push_back(argv[i]);
+        }
+      }
+      return run_tool(common, first, rest);
+    }
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : kExitConfig;
+  }
+  if (run->parsed()) return cmd_run(common, file, sets, variants, output_dir);
+  if (validate->parsed()) return cmd_validate(common, file, sets, variants);
+  if (plugins->parsed()) return cmd_plugins(common, describe);
+  if (tokenize->parsed()) return cmd_tokenize(vocab, no_lower_case, ids);
+  return kExitConfig;
+}
+
+}  // namespace
+}  // namespace bertlab
+
+int main(int argc, char** argv) {
+  using namespace bertlab;
+  try {
+    return dispatch(argc, argv);
+  } catch (const ConfigError& e) {
+    for (const auto& line : e.messages()) std::cerr << line << "\n";
+    std::cerr << fmt::format("bertlab: {} configuration error{}; nothing was run\n",
+                             e.messages().size(), e.messages().size() == 1 ? "" : "s");
+    return kExitConfig;
+  } catch (const PluginError& e) {
+    std::cerr << e.what() << "\n";
+    return kExitConfig;
+  } catch (const Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitFailure;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return kExitFailure;
+  }
+}

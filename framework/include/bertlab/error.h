@@ -1,0 +1,57 @@
+#pragma once
+// Exceptions thrown by bertlab library code. Only main() turns them into messages and exit codes:
+// ConfigError and PluginError exit 2, every other Error exits 1.
+
+#include <fmt/format.h>
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace bertlab {
+
+/// Base of every error bertlab throws on purpose.
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// A bad experiment file, `--set` argument or option value (exit code 2).
+/// Holds every problem found, each already formatted as `FILE:LINE:COL: KEY: what is wrong`.
+class ConfigError : public Error {
+ public:
+  explicit ConfigError(const std::string& message)
+      : Error(message), messages_{message} {}
+  explicit ConfigError(std::vector<std::string> messages);
+  /// One line per problem.
+  const std::vector<std::string>& messages() const { return messages_; }
+
+ private:
+  std::vector<std::string> messages_;
+};
+
+/// A plugin that cannot be loaded or registered (exit code 2).
+class PluginError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Bad input data: a malformed TSV row, invalid UTF-8, a missing column (exit code 1).
+class DataError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace bertlab
+
+/// Throws bertlab::Error with a fmt-formatted message when `cond` is false.
+#define BERTLAB_CHECK(cond, ...)                               \
+  do {                                                         \
+    if (!(cond)) throw ::bertlab::Error(fmt::format(__VA_ARGS__)); \
+  } while (0)
+
+/// Same, with a chosen exception type (e.g. bertlab::DataError).
+#define BERTLAB_CHECK_AS(ErrorType, cond, ...)                 \
+  do {                                                         \
+    if (!(cond)) throw ErrorType(fmt::format(__VA_ARGS__));    \
+  } while (0)

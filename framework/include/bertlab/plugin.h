@@ -1,0 +1,99 @@
+#pragma once
+// The plugin entry point. A plugin is one shared library that exports
+//
+//   extern "C" const bertlab::PluginEntry* bertlab_plugin_entry();
+//
+// returning a plain struct whose first field is the API version. Write it with
+// BERTLAB_PLUGIN(name, version, register_fn) and register every component explicitly in
+// register_fn; the host refuses a plugin whose API version or ABI tag differs from its own.
+
+#include <bertlab/config.h>
+
+#include <torch/csrc/api/include/torch/version.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace bertlab {
+
+class Task;
+class Strategy;
+class Optimizer;
+
+/// Bumped on every incompatible change of the SDK's interfaces.
+inline constexpr int kPluginApiVersion = 1;
+
+#define BERTLAB_STRINGIFY_(x) #x
+#define BERTLAB_STRINGIFY(x) BERTLAB_STRINGIFY_(x)
+#if defined(__clang__)
+#define BERTLAB_COMPILER_TAG_ "clang-" BERTLAB_STRINGIFY(__clang_major__)
+#elif defined(__GNUC__)
+#define BERTLAB_COMPILER_TAG_ "gcc-" BERTLAB_STRINGIFY(__GNUC__)
+#else
+#define BERTLAB_COMPILER_TAG_ "unknown"
+#endif
+/// Compiler and major version, C++ ABI flag, libtorch version: a plugin built with another
+/// combination would share std:: and torch:: types with the host that do not match.
+#define BERTLAB_ABI_TAG                                                       \
+  BERTLAB_COMPILER_TAG_ "/cxx11abi-" BERTLAB_STRINGIFY(_GLIBCXX_USE_CXX11_ABI) \
+      "/torch-" BERTLAB_STRINGIFY(TORCH_VERSION_MAJOR) "." BERTLAB_STRINGIFY(TORCH_VERSION_MINOR)
+
+/// The host's ABI tag (what BERTLAB_ABI_TAG was when libbertlab was built).
+const char* host_abi_tag();
+
+enum class ComponentKind { kTask, kStrategy, kOptimizer };
+
+/// "task", "strategy", "optimizer".
+const char* to_string(ComponentKind kind);
+
+/// What a component tells the host about itself.
+struct ComponentSpec {
+  std::string name;                  ///< unique within its kind, e.g. "classifier"
+  std::string description;           ///< one line
+  std::vector<OptionDecl> options;   ///< the keys of its section besides the host's
+};
+
+using TaskFactory = std::function<std::unique_ptr<Task>(const ConfigView&)>;
+using StrategyFactory = std::function<std::unique_ptr<Strategy>(const ConfigView&)>;
+using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(const ConfigView&)>;
+/// A command-line tool: `bertlab GROUP NAME args...`; returns the exit code.
+using ToolMain = std::function<int(const std::vector<std::string>& args)>;
+
+/// Where a plugin's register function records its components.
+class Registry {
+ public:
+  virtual ~Registry() = default;
+  virtual void add_task(ComponentSpec spec, TaskFactory factory) = 0;
+  virtual void add_strategy(ComponentSpec spec, StrategyFactory factory) = 0;
+  virtual void add_optimizer(ComponentSpec spec, OptimizerFactory factory) = 0;
+  /// A tool run as `bertlab GROUP NAME ...` (e.g. `bertlab squad evaluate`).
+  virtual void add_tool(std::string group, std::string name, std::string description,
+                        ToolMain main) = 0;
+};
+
+/// The plain struct a plugin's entry point returns. Field order is fixed forever for
+/// api_version; the rest may change with it.
+struct PluginEntry {
+  int api_version;                            ///< kPluginApiVersion the plugin was built with
+  const char* abi_tag;                        ///< BERTLAB_ABI_TAG the plugin was built with
+  const char* name;                           ///< plugin name, e.g. "classifier"
+  const char* version;                        ///< plugin version, e.g. "0.1.0"
+  void (*register_components)(Registry& registry);
+};
+
+}  // namespace bertlab
+
+/// The entry point's symbol name.
+#define BERTLAB_PLUGIN_ENTRY_SYMBOL "bertlab_plugin_entry"
+
+/// Defines the plugin's entry point. Use once per plugin, at namespace scope.
+#define BERTLAB_PLUGIN(NAME, VERSION, REGISTER_FN)                                     \
+  extern "C" __attribute__((visibility("default"))) const ::bertlab::PluginEntry*     \
+  bertlab_plugin_entry() {                                                             \
+    static const ::bertlab::PluginEntry entry{::bertlab::kPluginApiVersion,           \
+                                              BERTLAB_ABI_TAG, NAME, VERSION,          \
+                                              REGISTER_FN};                            \
+    return &entry;                                                                     \
+  }

@@ -1,0 +1,19 @@
+#pragma once
+// A distribution strategy: how the replicas' local gradients become one averaged gradient.
+// The host runs one training loop per rank (threads in one process, or processes) and calls
+// the strategy on every rank with that rank's communicator; see DESIGN.md "One training step".
+
+namespace bertlab {
+
+class Communicator;
+class GradientSet;
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  /// Replaces `grads` (this rank's gradient of its own mean loss) with the average over all
+  /// ranks, identical on every rank.
+  virtual void reduce_gradients(GradientSet& grads, Communicator& comm) = 0;
+};
+
+}  // namespace bertlab

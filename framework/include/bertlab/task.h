@@ -1,0 +1,70 @@
+#pragma once
+// A task: the data, the head on top of BERT, the loss and the evaluation.
+// Replicas run as threads in one process, so the const methods must be thread-safe; each
+// replica has its own model.
+
+#include <ATen/core/Tensor.h>
+#include <c10/core/Device.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace torch::nn {
+class Module;
+}
+
+namespace bertlab {
+
+struct BertConfig;
+class FullTokenizer;
+
+/// Named input tensors of one batch: "input_ids", "input_mask", "segment_ids", "label_ids", ...
+using Batch = std::map<std::string, at::Tensor>;
+
+/// Ordered metric name → value, as written to eval_results.json.
+using Metrics = std::vector<std::pair<std::string, double>>;
+
+struct TaskContext {
+  const BertConfig* bert_config = nullptr;   ///< the resolved model configuration
+  const FullTokenizer* tokenizer = nullptr;  ///< from [model] vocab_file / do_lower_case
+  uint64_t seed = 0;                         ///< [experiment] seed
+  std::filesystem::path output_dir;          ///< runs/<experiment>/<variant>/
+};
+
+struct EvalContext {
+  c10::Device device = c10::Device(c10::kCPU);
+  int64_t eval_batch_size = 8;
+  std::filesystem::path output_dir;  ///< where the task may write predictions
+};
+
+struct LossOutput {
+  at::Tensor loss;           ///< scalar, mean loss over the batch, with autograd history
+  int64_t num_examples = 0;  ///< examples in the batch
+};
+
+class Task {
+ public:
+  virtual ~Task() = default;
+  /// Reads and featurizes the data. Called once per variant, before training.
+  virtual void prepare(const TaskContext& ctx) = 0;
+  /// Number of training examples (features) the batches index into.
+  virtual int64_t num_train_examples() const = 0;
+  /// A freshly initialized model: a submodule named "bert" (BertModel) and the task head,
+  /// drawing from libtorch's global generator (the host seeds it).
+  virtual std::shared_ptr<torch::nn::Module> create_model(const BertConfig& config,
+                                                          bool sparse_embeddings) const = 0;
+  /// Collates training examples (indices into the training set) on `device`.
+  virtual Batch make_train_batch(const std::vector<int64_t>& indices,
+                                 const c10::Device& device) const = 0;
+  /// Forward and loss of `model` (from create_model) on `batch`, in the model's current mode.
+  virtual LossOutput compute_loss(torch::nn::Module& model, const Batch& batch) const = 0;
+  /// Evaluates `model` (in eval mode) on the task's evaluation set.
+  virtual Metrics evaluate(torch::nn::Module& model, const EvalContext& ctx) const = 0;
+};
+
+}  // namespace bertlab

@@ -1,0 +1,61 @@
+#include "host/host_options.h"
+
+namespace bertlab {
+
+std::vector<OptionDecl> experiment_options() {
+  return {
+      string_option("name", "", "experiment name; outputs go to OUTPUT_DIR/NAME/VARIANT/")
+          .mark_required(),
+      string_option("description", "", "free text, copied to the comparison"),
+      int_option("seed", 12345, "seed of initialization, dropout and the batch order")
+          .at_least(0),
+      int_option("threads", 1,
+                 "CPU threads for libtorch and OpenBLAS (1 is fastest on 2 cores; see README)")
+          .in_range(1, 1024),
+      string_option("output_dir", "runs",
+                    "folder for results, relative to the current folder (as Google's "
+                    "--output_dir); --output-dir overrides it"),
+  };
+}
+
+std::vector<OptionDecl> model_options() {
+  return {
+      path_option("bert_config_file", "Google's bert_config.json").mark_required(),
+      path_option("vocab_file", "WordPiece vocabulary, one token per line").mark_required(),
+      bool_option("do_lower_case", true, "lower-case and strip accents before WordPiece"),
+      bool_option("sparse_embeddings", false,
+                  "word-embedding gradient as sparse rows (indices + values)"),
+  };
+}
+
+std::vector<OptionDecl> train_options() {
+  return {
+      int_option("train_batch_size", 32, "global batch, split evenly over the replicas")
+          .at_least(1),
+      int_option("eval_batch_size", 8, "batch size for evaluation").at_least(1),
+      float_option("num_train_epochs", 3.0, "epochs over the training set").above(0),
+      int_option("num_train_steps", 0,
+                 "optimizer steps; 0: int(examples / train_batch_size * num_train_epochs)")
+          .at_least(0),
+      int_option("log_every_steps", 10, "steps between lines of metrics.jsonl").at_least(1),
+      bool_option("do_train", true, "train the model"),
+      bool_option("do_eval", true, "evaluate after training and write eval_results.json"),
+  };
+}
+
+std::vector<OptionDecl> strategy_host_options() {
+  return {
+      plugin_option("strategy"),
+      string_option("device", "cpu", "cpu, or cuda:N with a CUDA libtorch"),
+      int_option("replicas", 1, "data-parallel replicas (ranks) on this machine").at_least(1),
+      string_option("launcher", "threads", "threads: the ranks run as threads of this process")
+          .one_of({"threads"}),
+  };
+}
+
+OptionDecl plugin_option(const char* kind) {
+  return string_option("plugin", "", std::string("name of the ") + kind + " component")
+      .mark_required();
+}
+
+}  // namespace bertlab

@@ -1,0 +1,266 @@
+#include "host/runner.h"
+
+#include <ATen/ATen.h>
+#include <ATen/Context.h>
+#include <bertlab/communicator.h>
+#include <bertlab/error.h>
+#include <bertlab/grad.h>
+#include <bertlab/io/atomic_file.h>
+#include <bertlab/log.h>
+#include <bertlab/optimizer.h>
+#include <bertlab/strategy.h>
+#include <bertlab/text/tokenizer.h>
+#include <torch/nn/module.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "host/progress.h"
+#include "host/threads.h"
+
+namespace bertlab {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// The global batch order: per epoch a permutation of the training examples drawn from a
+/// generator seeded by [experiment] seed, epochs concatenated, consecutive batches of
+/// train_batch_size taken from that stream (epochs roll over, as a repeated dataset does).
+/// It does not depend on the number of replicas.
+class BatchOrder {
+ public:
+  BatchOrder(int64_t num_examples, int64_t batch_size, uint64_t seed)
+      : n_(num_examples), batch_(batch_size), rng_(seed) {}
+
+  std::vector<int64_t> next() {
+    std::vector<int64_t> out;
+    out.reserve(batch_);
+    while (static_cast<int64_t>(out.size()) < batch_) {
+      if (pos_ == order_.size()) new_epoch();
+      out.push_back(order_[pos_++]);
+    }
+    return out;
+  }
+
+ private:
+  void new_epoch() {
+    order_.resize(n_);
+    for (int64_t i = 0; i < n_; ++i) order_[i] = i;
+    // Fisher-Yates with our own index draw, so the order is the same with every standard
+    // library.
+    for (int64_t i = n_ - 1; i > 0; --i) {
+      const uint64_t j = rng_() % static_cast<uint64_t>(i + 1);
+      std::swap(order_[i], order_[j]);
+    }
+    pos_ = 0;
+  }
+
+  int64_t n_;
+  int64_t batch_;
+  std::mt19937_64 rng_;
+  std::vector<int64_t> order_;
+  size_t pos_ = 0;
+};
+
+c10::Device parse_device(const std::string& text) {
+  // Validated by resolve_experiment; this only converts.
+  return c10::Device(text);
+}
+
+std::string format_eta(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
+  return fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+std::map<std::string, at::Tensor> snapshot_parameters(const torch::nn::Module& model) {
+  std::map<std::string, at::Tensor> out;
+  for (const auto& item : model.named_parameters(true)) {
+    out[item.key()] = item.value().detach().to(at::kCPU).clone();
+  }
+  return out;
+}
+
+std::string metrics_json(const Metrics& metrics, int64_t global_step) {
+  nlohmann::ordered_json j;
+  for (const auto& [name, value] : metrics) j[name] = value;
+  j["global_step"] = global_step;
+  return j.dump(2) + "\n";
+}
+
+}  // namespace
+
+VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVariant& variant) {
+  const auto start = Clock::now();
+  VariantResult result;
+  result.name = variant.name;
+  result.dir = experiment.output_dir / experiment.name / variant.name;
+  fs::create_directories(result.dir);
+  write_file_atomic(result.dir / "resolved.toml", variant.resolved_toml);
+
+  const int threads = static_cast<int>(variant.experiment.get_int("threads"));
+  set_compute_threads(threads);
+  const auto seed = static_cast<uint64_t>(variant.experiment.get_int("seed"));
+  const c10::Device device = parse_device(variant.strategy_host.get_string("device"));
+  log_info("train", "variant '{}': task {}, strategy {}, optimizer {}, {} thread(s), device {}",
+           variant.name, variant.task.plugin, variant.strategy.plugin, variant.optimizer.plugin,
+           threads, device.str());
+
+  // Data.
+  FullTokenizer tokenizer(variant.model.get_path("vocab_file"),
+                          variant.model.get_bool("do_lower_case"));
+  std::unique_ptr<Task> task = variant.task.component->task_factory(variant.task.options);
+  TaskContext task_ctx{&variant.bert_config, &tokenizer, seed, result.dir};
+  task->prepare(task_ctx);
+
+  // Model, identically initialized from the seed.
+  at::manual_seed(seed);
+  const bool sparse = variant.model.get_bool("sparse_embeddings");
+  std::shared_ptr<torch::nn::Module> model = task->create_model(variant.bert_config, sparse);
+  model->to(device);
+
+  const bool do_train = variant.train.get_bool("do_train");
+  const int64_t batch_size = variant.train.get_int("train_batch_size");
+  const int64_t num_examples = task->num_train_examples();
+  int64_t num_train_steps = variant.train.get_int("num_train_steps");
+  if (num_train_steps == 0) {
+    // As run_classifier.py: int(len(train_examples) / train_batch_size * num_train_epochs).
+    num_train_steps = static_cast<int64_t>(static_cast<double>(num_examples) /
+                                           static_cast<double>(batch_size) *
+                                           variant.train.get_float("num_train_epochs"));
+  }
+  if (do_train && num_train_steps <= 0) {
+    throw ConfigError(fmt::format(
+        "train.num_train_epochs: {} training examples, train_batch_size {} and {} epochs give 0 "
+        "steps; lower train_batch_size or set train.num_train_steps",
+        num_examples, batch_size, variant.train.get_float("num_train_epochs")));
+  }
+
+  std::unique_ptr<Strategy> strategy =
+      variant.strategy.component->strategy_factory(variant.strategy.options);
+  std::unique_ptr<Optimizer> optimizer =
+      variant.optimizer.component->optimizer_factory(variant.optimizer.options);
+  std::vector<NamedTensor> parameters;
+  for (const auto& item : model->named_parameters(true)) {
+    parameters.push_back({item.key(), item.value()});
+  }
+  optimizer->init(parameters, OptimizerContext{num_train_steps});
+  std::unique_ptr<Communicator> comm = make_local_communicator();
+
+  const int64_t log_every = variant.train.get_int("log_every_steps");
+  const fs::path metrics_path = result.dir / "metrics.jsonl";
+  const fs::path partial_path = result.dir / "metrics.jsonl.partial";
+  std::ofstream metrics_out;
+  Progress progress(variant.name, num_train_steps);
+  double train_seconds = 0.0;
+  int64_t step = 0;
+  if (do_train) {
+    metrics_out.open(partial_path, std::ios::trunc);
+    BERTLAB_CHECK(metrics_out.good(), "{}: cannot write", partial_path.string());
+    log_info("train", "{} examples, batch {}, {} steps ({} per epoch)", num_examples, batch_size,
+             num_train_steps, num_examples / batch_size);
+    BatchOrder order(num_examples, batch_size, seed);
+    const int64_t shard = batch_size / comm->world_size();
+    const int64_t rank = comm->rank();
+    double window_loss = 0.0;
+    int64_t window_steps = 0;
+    auto window_start = Clock::now();
+    const auto train_start = Clock::now();
+    model->train();
+    for (step = 0; step < num_train_steps; ++step) {
+      std::vector<int64_t> global = order.next();
+      std::vector<int64_t> mine(global.begin() + rank * shard,
+                                global.begin() + (rank + 1) * shard);
+      Batch batch = task->make_train_batch(mine, device);
+      model->zero_grad(/*set_to_none=*/true);
+      LossOutput out = task->compute_loss(*model, batch);
+      out.loss.backward();
+      GradientSet grads = GradientSet::from_module(*model);
+      strategy->reduce_gradients(grads, *comm);
+      StepStats stats = optimizer->step(grads, step);
+      const double loss = out.loss.item<double>();
+      BERTLAB_CHECK(std::isfinite(loss), "[train] step {}: the loss is {}; lower the learning "
+                    "rate or check the data", step + 1, loss);
+      window_loss += loss;
+      ++window_steps;
+      const bool last = step + 1 == num_train_steps;
+      progress.update(step + 1, loss, static_cast<double>((step + 1) * batch_size) /
+                                          seconds_since(train_start));
+      if ((step + 1) % log_every == 0 || last) {
+        const double window_s = seconds_since(window_start);
+        nlohmann::ordered_json line;
+        line["step"] = step + 1;
+        line["epoch"] = static_cast<double>((step + 1) * batch_size) /
+                        static_cast<double>(num_examples);
+        line["loss"] = window_loss / static_cast<double>(window_steps);
+        line["learning_rate"] = stats.learning_rate;
+        line["grad_norm"] = stats.grad_norm;
+        line["examples_per_second"] =
+            static_cast<double>(window_steps * batch_size) / std::max(window_s, 1e-9);
+        line["elapsed_s"] = seconds_since(start);
+        metrics_out << line.dump() << "\n";
+        metrics_out.flush();
+        result.final_loss = window_loss / static_cast<double>(window_steps);
+        progress.log_line(step + 1, result.final_loss, stats.learning_rate,
+                          line["examples_per_second"].get<double>(),
+                          format_eta(seconds_since(train_start) / static_cast<double>(step + 1) *
+                                     static_cast<double>(num_train_steps - step - 1)));
+        window_loss = 0.0;
+        window_steps = 0;
+        window_start = Clock::now();
+      }
+    }
+    train_seconds = seconds_since(train_start);
+    progress.finish();
+    metrics_out.close();
+    BERTLAB_CHECK(!metrics_out.fail(), "{}: write failed", partial_path.string());
+    fs::rename(partial_path, metrics_path);
+  }
+  result.steps = step;
+  result.examples_per_second =
+      train_seconds > 0 ? static_cast<double>(step * batch_size) / train_seconds : 0.0;
+
+  if (variant.train.get_bool("do_eval")) {
+    model->eval();
+    EvalContext eval_ctx{device, variant.train.get_int("eval_batch_size"), result.dir};
+    result.eval_metrics = task->evaluate(*model, eval_ctx);
+    write_file_atomic(result.dir / "eval_results.json", metrics_json(result.eval_metrics, step));
+    std::string summary;
+    for (const auto& [name, value] : result.eval_metrics) {
+      summary += fmt::format(" {} {:.4f}", name, value);
+    }
+    log_info("eval", "variant '{}':{}", variant.name, summary);
+  }
+  result.final_parameters = snapshot_parameters(*model);
+  result.wall_time_s = seconds_since(start);
+  log_info("train", "variant '{}' done in {:.1f} s, {:.1f} examples/s; outputs in {}",
+           variant.name, result.wall_time_s, result.examples_per_second, result.dir.string());
+  return result;
+}
+
+std::string run_experiment(const ResolvedExperiment& experiment, const PluginHost& host) {
+  (void)host;
+  std::vector<VariantResult> results;
+  for (const auto& variant : experiment.variants) {
+    results.push_back(run_variant(experiment, variant));
+  }
+  const fs::path dir = experiment.output_dir / experiment.name;
+  std::string md = comparison_markdown(experiment, results);
+  write_file_atomic(dir / "comparison.md", md);
+  write_file_atomic(dir / "comparison.csv", comparison_csv(experiment, results));
+  return md;
+}
+
+}  // namespace bertlab

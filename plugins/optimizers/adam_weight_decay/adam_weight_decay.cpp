@@ -1,0 +1,282 @@
+#include "adam_weight_decay.h"
+
+#include <bertlab/error.h>
+#include <bertlab/log.h>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+
+#include <algorithm>
+#include <cmath>
+
+namespace bertlab::adam_weight_decay {
+
+namespace {
+
+// Elements per task of the fused CPU update.
+constexpr int64_t kGrainSize = 32768;
+
+NormMode parse_norm_mode(const std::string& name) {
+  if (name == "coalesced") return NormMode::kCoalesced;
+  if (name == "uncoalesced") return NormMode::kUncoalesced;
+  throw ConfigError(fmt::format(
+      "[optimizer] clip_norm_mode must be one of coalesced|uncoalesced, got \"{}\"", name));
+}
+
+SparseUpdate parse_sparse_update(const std::string& name) {
+  if (name == "dense") return SparseUpdate::kDense;
+  if (name == "scatter_duplicates") return SparseUpdate::kScatterDuplicates;
+  throw ConfigError(fmt::format(
+      "[optimizer] sparse_update must be one of dense|scatter_duplicates, got \"{}\"", name));
+}
+
+// The coefficients of one update, in the precision of the fused kernel.
+struct Coefficients {
+  float beta_1, one_minus_beta_1, beta_2, one_minus_beta_2, epsilon, weight_decay, lr;
+};
+
+// One pass over a contiguous float32 parameter on the CPU: reads w, g, m, v once and writes
+// w, m, v once, where the equivalent tensor ops would make about ten passes.
+template <bool kDecay>
+void fused_update(float* w, const float* g, float* m, float* v, int64_t n,
+                  const Coefficients& c) {
+  at::parallel_for(0, n, kGrainSize, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float gi = g[i];
+      const float mi = c.beta_1 * m[i] + c.one_minus_beta_1 * gi;
+      const float vi = c.beta_2 * v[i] + c.one_minus_beta_2 * (gi * gi);
+      float update = mi / (std::sqrt(vi) + c.epsilon);
+      if (kDecay) update += c.weight_decay * w[i];
+      w[i] -= c.lr * update;
+      m[i] = mi;
+      v[i] = vi;
+    }
+  });
+}
+
+bool fusable(const at::Tensor& t) {
+  return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous() &&
+         t.layout() == at::kStrided;
+}
+
+}  // namespace
+
+std::vector<std::string> split_names(const std::string& list) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t comma = list.find(',', start);
+    if (comma == std::string::npos) comma = list.size();
+    std::string item = list.substr(start, comma - start);
+    const auto first = item.find_first_not_of(" \t");
+    const auto last = item.find_last_not_of(" \t");
+    if (first != std::string::npos) out.push_back(item.substr(first, last - first + 1));
+    start = comma + 1;
+  }
+  return out;
+}
+
+std::vector<OptionDecl> AdamWeightDecayOptions::declarations() {
+  const AdamWeightDecayOptions d;
+  return {
+      float_option("learning_rate", d.learning_rate, "peak learning rate (Google's init_lr)")
+          .above(0),
+      float_option("warmup_proportion", d.warmup_proportion,
+                   "fraction of the training steps with linear warmup")
+          .in_range(0, 1),
+      int_option("num_warmup_steps", d.num_warmup_steps,
+                 "warmup steps; -1: int(num_train_steps * warmup_proportion)")
+          .at_least(-1),
+      float_option("weight_decay_rate", d.weight_decay_rate, "decoupled weight decay")
+          .at_least(0),
+      float_option("beta_1", d.beta_1, "first-moment decay").in_range(0, 1),
+      float_option("beta_2", d.beta_2, "second-moment decay").in_range(0, 1),
+      float_option("epsilon", d.epsilon, "added to sqrt(v) in the denominator").at_least(0),
+      float_option("clip_norm", d.clip_norm, "clip gradients to this global norm; 0: no clipping")
+          .at_least(0),
+      string_option("clip_norm_mode", "coalesced",
+                    "sparse rows in the global norm: duplicates summed (coalesced) or as "
+                    "stored, like TensorFlow's global_norm (uncoalesced)")
+          .one_of({"coalesced", "uncoalesced"}),
+      string_option("exclude_from_weight_decay", "LayerNorm,layer_norm,bias",
+                    "comma-separated name parts; matching parameters are not decayed"),
+      string_option("sparse_update", "dense",
+                    "sparse gradients: densified (dense) or scatter-added per duplicate row, "
+                    "reproducing a published bug (scatter_duplicates)")
+          .one_of({"dense", "scatter_duplicates"}),
+  };
+}
+
+AdamWeightDecayOptions AdamWeightDecayOptions::from_config(const ConfigView& view) {
+  AdamWeightDecayOptions o;
+  o.learning_rate = view.get_float("learning_rate");
+  o.warmup_proportion = view.get_float("warmup_proportion");
+  o.num_warmup_steps = view.get_int("num_warmup_steps");
+  o.weight_decay_rate = view.get_float("weight_decay_rate");
+  o.beta_1 = view.get_float("beta_1");
+  o.beta_2 = view.get_float("beta_2");
+  o.epsilon = view.get_float("epsilon");
+  o.clip_norm = view.get_float("clip_norm");
+  o.clip_norm_mode = parse_norm_mode(view.get_string("clip_norm_mode"));
+  o.exclude_from_weight_decay = split_names(view.get_string("exclude_from_weight_decay"));
+  o.sparse_update = parse_sparse_update(view.get_string("sparse_update"));
+  o.validate();
+  return o;
+}
+
+void AdamWeightDecayOptions::validate() const {
+  auto fail = [](const std::string& message) { throw ConfigError("[optimizer] " + message); };
+  if (!(learning_rate > 0)) fail(fmt::format("learning_rate must be > 0, got {}", learning_rate));
+  if (!(warmup_proportion >= 0 && warmup_proportion <= 1)) {
+    fail(fmt::format("warmup_proportion must be in [0, 1], got {}", warmup_proportion));
+  }
+  if (num_warmup_steps < -1) {
+    fail(fmt::format("num_warmup_steps must be >= 0, or -1 for warmup_proportion; got {}",
+                     num_warmup_steps));
+  }
+  if (!(weight_decay_rate >= 0)) {
+    fail(fmt::format("weight_decay_rate must be >= 0, got {}", weight_decay_rate));
+  }
+  if (!(beta_1 >= 0 && beta_1 < 1)) fail(fmt::format("beta_1 must be in [0, 1), got {}", beta_1));
+  if (!(beta_2 >= 0 && beta_2 < 1)) fail(fmt::format("beta_2 must be in [0, 1), got {}", beta_2));
+  if (!(epsilon >= 0)) fail(fmt::format("epsilon must be >= 0, got {}", epsilon));
+  if (!(clip_norm >= 0)) {
+    fail(fmt::format("clip_norm must be >= 0 (0 disables clipping), got {}", clip_norm));
+  }
+}
+
+AdamWeightDecay::AdamWeightDecay(AdamWeightDecayOptions options) : options_(std::move(options)) {
+  options_.validate();
+}
+
+bool AdamWeightDecay::uses_weight_decay(const std::string& name) const {
+  // As Google's _do_use_weight_decay: no decay at rate 0, none for excluded names.
+  if (options_.weight_decay_rate == 0.0) return false;
+  for (const auto& part : options_.exclude_from_weight_decay) {
+    if (name.find(part) != std::string::npos) return false;
+  }
+  return true;
+}
+
+void AdamWeightDecay::init(const std::vector<NamedTensor>& parameters,
+                           const OptimizerContext& ctx) {
+  BERTLAB_CHECK(ctx.num_train_steps > 0,
+                "adam_weight_decay: num_train_steps must be > 0 for the linear decay, got {}; "
+                "check train_batch_size and num_train_epochs",
+                ctx.num_train_steps);
+  num_train_steps_ = ctx.num_train_steps;
+  // As run_classifier.py: int(num_train_steps * warmup_proportion), truncated.
+  num_warmup_steps_ =
+      options_.num_warmup_steps >= 0
+          ? options_.num_warmup_steps
+          : static_cast<int64_t>(static_cast<double>(num_train_steps_) * options_.warmup_proportion);
+  slots_.clear();
+  index_.clear();
+  c10::NoGradGuard no_grad;
+  for (const auto& p : parameters) {
+    BERTLAB_CHECK(p.tensor.defined(), "adam_weight_decay: parameter {} is undefined", p.name);
+    BERTLAB_CHECK(index_.emplace(p.name, slots_.size()).second,
+                  "adam_weight_decay: parameter {} is listed twice", p.name);
+    Slot slot;
+    slot.name = p.name;
+    slot.param = p.tensor;
+    slot.m = at::zeros_like(p.tensor, at::MemoryFormat::Contiguous);
+    slot.v = at::zeros_like(p.tensor, at::MemoryFormat::Contiguous);
+    slot.decay = uses_weight_decay(p.name);
+    slots_.push_back(std::move(slot));
+  }
+  log_info("train", "adam_weight_decay: {} parameters, {} steps, {} warmup, peak lr {}",
+           slots_.size(), num_train_steps_, num_warmup_steps_, options_.learning_rate);
+}
+
+double AdamWeightDecay::learning_rate(int64_t step) const {
+  const double init_lr = options_.learning_rate;
+  // tf.train.polynomial_decay to 0 with power 1, the step clamped to num_train_steps.
+  const double progress =
+      static_cast<double>(std::min(step, num_train_steps_)) / static_cast<double>(num_train_steps_);
+  const double decayed = init_lr * (1.0 - progress);
+  // Google's warmup replaces the decayed rate while global_step < num_warmup_steps.
+  if (num_warmup_steps_ > 0 && step < num_warmup_steps_) {
+    return init_lr * static_cast<double>(step) / static_cast<double>(num_warmup_steps_);
+  }
+  return decayed;
+}
+
+std::pair<at::Tensor, at::Tensor> AdamWeightDecay::slots(const std::string& name) const {
+  auto it = index_.find(name);
+  BERTLAB_CHECK(it != index_.end(), "adam_weight_decay: no parameter named {}", name);
+  return {slots_[it->second].m, slots_[it->second].v};
+}
+
+StepStats AdamWeightDecay::step(GradientSet& grads, int64_t step) {
+  BERTLAB_CHECK(num_train_steps_ > 0, "adam_weight_decay: step() before init()");
+  StepStats stats;
+  stats.learning_rate = learning_rate(step);
+  // Google clips in create_optimizer, before apply_gradients.
+  stats.grad_norm = options_.clip_norm > 0
+                        ? grads.clip_by_global_norm(options_.clip_norm, options_.clip_norm_mode)
+                        : grads.global_norm(options_.clip_norm_mode);
+
+  c10::NoGradGuard no_grad;
+  // A parameter without an entry is left alone, as apply_gradients skips a None gradient.
+  for (const auto& entry : grads.entries()) {
+    auto it = index_.find(entry.name);
+    BERTLAB_CHECK(it != index_.end(),
+                  "adam_weight_decay: gradient for {}, which is not a parameter passed to init()",
+                  entry.name);
+    Slot& slot = slots_[it->second];
+    BERTLAB_CHECK(slot.param.sizes().vec() == entry.shape,
+                  "adam_weight_decay: gradient of {} has the wrong shape", entry.name);
+    if (entry.is_sparse() && options_.sparse_update == SparseUpdate::kScatterDuplicates) {
+      update_scatter_duplicates(slot, entry, stats.learning_rate);
+    } else {
+      update_dense(slot, entry.to_dense(), stats.learning_rate);
+    }
+  }
+  return stats;
+}
+
+void AdamWeightDecay::update_dense(Slot& slot, const at::Tensor& grad, double lr) const {
+  const auto& o = options_;
+  const double wd = slot.decay ? o.weight_decay_rate : 0.0;
+  if (fusable(slot.param) && fusable(slot.m) && fusable(slot.v) && grad.device().is_cpu() &&
+      grad.scalar_type() == at::kFloat) {
+    const at::Tensor g = grad.contiguous();
+    const Coefficients c{static_cast<float>(o.beta_1),     static_cast<float>(1.0 - o.beta_1),
+                         static_cast<float>(o.beta_2),     static_cast<float>(1.0 - o.beta_2),
+                         static_cast<float>(o.epsilon),    static_cast<float>(wd),
+                         static_cast<float>(lr)};
+    float* w = slot.param.data_ptr<float>();
+    float* m = slot.m.data_ptr<float>();
+    float* v = slot.v.data_ptr<float>();
+    const float* gp = g.data_ptr<float>();
+    const int64_t n = slot.param.numel();
+    if (slot.decay) {
+      fused_update<true>(w, gp, m, v, n, c);
+    } else {
+      fused_update<false>(w, gp, m, v, n, c);
+    }
+    return;
+  }
+  // Any other device or dtype: the same arithmetic as tensor ops.
+  slot.m.mul_(o.beta_1).add_(grad, 1.0 - o.beta_1);
+  slot.v.mul_(o.beta_2).addcmul_(grad, grad, 1.0 - o.beta_2);
+  at::Tensor update = slot.m / slot.v.sqrt().add_(o.epsilon);
+  if (slot.decay) update.add_(slot.param, wd);
+  slot.param.add_(update, -lr);
+}
+
+void AdamWeightDecay::update_scatter_duplicates(Slot& slot, const GradientEntry& grad,
+                                                double lr) const {
+  const auto& o = options_;
+  // Every row decays; then each stored row (duplicates included) adds its own share, so a row
+  // seen k times gains (1 - beta_2) * sum(u_i^2) in v instead of (1 - beta_2) * (sum u_i)^2.
+  slot.m.mul_(o.beta_1).index_add_(0, grad.indices, grad.values, 1.0 - o.beta_1);
+  slot.v.mul_(o.beta_2).index_add_(0, grad.indices, grad.values.square(), 1.0 - o.beta_2);
+  at::Tensor update = slot.m / slot.v.sqrt().add_(o.epsilon);
+  if (slot.decay) update.add_(slot.param, o.weight_decay_rate);
+  slot.param.add_(update, -lr);
+}
+
+}  // namespace bertlab::adam_weight_decay

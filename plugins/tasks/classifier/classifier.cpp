@@ -1,0 +1,170 @@
+#include "classifier.h"
+
+#include "batching.h"
+#include "classifier_model.h"
+#include "metrics.h"
+
+#include <bertlab/error.h>
+#include <bertlab/log.h>
+#include <bertlab/model/bert.h>
+#include <bertlab/text/tokenizer.h>
+
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
+
+#include <algorithm>
+
+namespace bertlab::classifier {
+
+namespace {
+
+/// Keeps the first `limit` elements (file order); 0 keeps all.
+template <typename T>
+void keep_first(std::vector<T>& items, int64_t limit) {
+  if (limit > 0 && static_cast<size_t>(limit) < items.size()) items.resize(limit);
+}
+
+ClassifierModelImpl& as_classifier(torch::nn::Module& model) {
+  auto* classifier = dynamic_cast<ClassifierModelImpl*>(&model);
+  BERTLAB_CHECK(classifier != nullptr,
+                "the classifier task got a model of another type ({}); pass the module that "
+                "its create_model() returned",
+                model.name());
+  return *classifier;
+}
+
+const at::Tensor& batch_tensor(const Batch& batch, const std::string& name) {
+  const auto it = batch.find(name);
+  BERTLAB_CHECK(it != batch.end(), "the batch has no \"{}\" tensor; make it with make_train_batch",
+                name);
+  return it->second;
+}
+
+/// Puts a module in eval mode and gives it back its previous mode on scope exit.
+class EvalModeScope {
+ public:
+  explicit EvalModeScope(torch::nn::Module& module)
+      : module_(module), was_training_(module.is_training()) {
+    module_.eval();
+  }
+  ~EvalModeScope() { module_.train(was_training_); }
+  EvalModeScope(const EvalModeScope&) = delete;
+  EvalModeScope& operator=(const EvalModeScope&) = delete;
+
+ private:
+  torch::nn::Module& module_;
+  bool was_training_;
+};
+
+template <typename T>
+void append_cpu(const at::Tensor& values, std::vector<T>& out) {
+  const at::Tensor cpu = values.to(at::kCPU).contiguous();
+  const T* data = cpu.data_ptr<T>();
+  out.insert(out.end(), data, data + cpu.numel());
+}
+
+}  // namespace
+
+ClassifierTask::ClassifierTask(ClassifierOptions options)
+    : options_(std::move(options)),
+      processor_(make_processor(options_.task_name)),
+      labels_(processor_->labels()) {}
+
+void ClassifierTask::prepare(const TaskContext& ctx) {
+  BERTLAB_CHECK(ctx.tokenizer != nullptr, "the classifier task needs a tokenizer ([model] vocab_file)");
+  if (ctx.bert_config != nullptr) {
+    const int64_t max_positions = ctx.bert_config->max_position_embeddings;
+    BERTLAB_CHECK_AS(ConfigError, options_.max_seq_length <= max_positions,
+                     "task.max_seq_length: {} is longer than the model's max_position_embeddings "
+                     "({}); BERT was only trained up to that length, lower max_seq_length",
+                     options_.max_seq_length, max_positions);
+  }
+  const FullTokenizer& tokenizer = *ctx.tokenizer;
+
+  std::vector<InputExample> train = processor_->train_examples(options_.data_dir);
+  const size_t train_in_files = train.size();
+  keep_first(train, options_.max_train_examples);
+  BERTLAB_CHECK_AS(DataError, !train.empty(), "{}: no {} training examples in {}",
+                   processor_->name(), processor_->name(), options_.data_dir.string());
+  train_features_ = convert_examples(train, labels_, options_.max_seq_length, tokenizer);
+
+  size_t eval_in_files = 0;
+  if (options_.eval_split == "train") {
+    eval_features_ = train_features_;
+    eval_in_files = train_features_.size();
+  } else {
+    std::vector<InputExample> dev = processor_->dev_examples(options_.data_dir);
+    eval_in_files = dev.size();
+    keep_first(dev, options_.max_eval_examples);
+    eval_features_ = convert_examples(dev, labels_, options_.max_seq_length, tokenizer);
+  }
+  keep_first(eval_features_, options_.max_eval_examples);
+  BERTLAB_CHECK_AS(DataError, !eval_features_.empty(), "{}: no {} examples to evaluate in {}",
+                   processor_->name(), options_.eval_split, options_.data_dir.string());
+
+  log_info("data", "{}: {} train examples (of {}) and {} {} examples (of {}) from {}",
+           processor_->name(), train_features_.size(), train_in_files, eval_features_.size(),
+           options_.eval_split, eval_in_files, options_.data_dir.string());
+  log_info("data", "{}: max_seq_length {}, {} labels", processor_->name(),
+           options_.max_seq_length, labels_.size());
+}
+
+int64_t ClassifierTask::num_train_examples() const {
+  return static_cast<int64_t>(train_features_.size());
+}
+
+std::shared_ptr<torch::nn::Module> ClassifierTask::create_model(const BertConfig& config,
+                                                                bool sparse_embeddings) const {
+  return ClassifierModel(config, static_cast<int64_t>(labels_.size()), sparse_embeddings).ptr();
+}
+
+Batch ClassifierTask::make_train_batch(const std::vector<int64_t>& indices,
+                                       const c10::Device& device) const {
+  return collate(train_features_, indices, device);
+}
+
+LossOutput ClassifierTask::compute_loss(torch::nn::Module& model, const Batch& batch) const {
+  ClassifierModelImpl& classifier = as_classifier(model);
+  const at::Tensor logits =
+      classifier.forward(batch_tensor(batch, "input_ids"), batch_tensor(batch, "segment_ids"),
+                         batch_tensor(batch, "input_mask"));
+  const at::Tensor& label_ids = batch_tensor(batch, "label_ids");
+  return LossOutput{per_example_loss(logits, label_ids).mean(), label_ids.size(0)};
+}
+
+Metrics ClassifierTask::evaluate(torch::nn::Module& model, const EvalContext& ctx) const {
+  BERTLAB_CHECK(ctx.eval_batch_size > 0, "eval_batch_size ({}) must be positive",
+                ctx.eval_batch_size);
+  ClassifierModelImpl& classifier = as_classifier(model);
+  const EvalModeScope eval_mode(classifier);
+  const at::NoGradGuard no_grad;
+
+  const auto total = static_cast<int64_t>(eval_features_.size());
+  std::vector<int64_t> predictions;  // [eval example]
+  std::vector<int64_t> label_ids;    // [eval example]
+  std::vector<double> losses;        // [eval example]
+  for (int64_t start = 0; start < total; start += ctx.eval_batch_size) {
+    std::vector<int64_t> indices(std::min(ctx.eval_batch_size, total - start));
+    for (size_t i = 0; i < indices.size(); ++i) indices[i] = start + static_cast<int64_t>(i);
+    const Batch batch = collate(eval_features_, indices, ctx.device);
+    const at::Tensor logits = classifier.forward(batch.at("input_ids"), batch.at("segment_ids"),
+                                                 batch.at("input_mask"));
+    append_cpu<int64_t>(logits.argmax(/*dim=*/-1), predictions);
+    append_cpu<int64_t>(batch.at("label_ids"), label_ids);
+    append_cpu<double>(per_example_loss(logits, batch.at("label_ids")).to(at::kDouble), losses);
+  }
+
+  // As Google's metric_fn: accuracy of the argmax, and eval_loss as tf.metrics.mean of the
+  // per-example losses over all examples (not a mean of batch means).
+  Metrics metrics{{"eval_accuracy", accuracy(predictions, label_ids)},
+                  {"eval_loss", mean(losses)}};
+  if (options_.task_name == "mrpc") metrics.emplace_back("f1", f1_score(predictions, label_ids));
+  if (options_.task_name == "cola") {
+    metrics.emplace_back("mcc", matthews_corrcoef(predictions, label_ids));
+  }
+  log_info("eval", "{}: {} examples, accuracy {:.4f}, loss {:.4f}", processor_->name(), total,
+           metrics[0].second, metrics[1].second);
+  return metrics;
+}
+
+}  // namespace bertlab::classifier

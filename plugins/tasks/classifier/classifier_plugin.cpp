@@ -1,0 +1,26 @@
+// The classifier plugin's entry point: registers the "classifier" task.
+
+#include "classifier.h"
+#include "options.h"
+
+#include <bertlab/plugin.h>
+
+#include <memory>
+
+namespace {
+
+void register_components(bertlab::Registry& registry) {
+  registry.add_task(
+      bertlab::ComponentSpec{
+          "classifier",
+          "sentence(-pair) classification as Google's run_classifier.py: MRPC, CoLA, MNLI, XNLI",
+          bertlab::classifier::classifier_option_decls()},
+      [](const bertlab::ConfigView& view) -> std::unique_ptr<bertlab::Task> {
+        return std::make_unique<bertlab::classifier::ClassifierTask>(
+            bertlab::classifier::ClassifierOptions::from_config(view));
+      });
+}
+
+}  // namespace
+
+BERTLAB_PLUGIN("classifier", "0.1.0", register_components)

@@ -1,0 +1,78 @@
+#include "tsv_reader.h"
+
+#include <bertlab/error.h>
+#include <bertlab/text/tokenizer.h>
+
+#include <fstream>
+#include <sstream>
+#include <string_view>
+
+namespace bertlab::classifier {
+
+namespace {
+
+constexpr std::string_view kUtf8Bom = "\xEF\xBB\xBF";
+
+std::vector<std::string> split_fields(std::string_view line) {
+  std::vector<std::string> fields;
+  if (line.empty()) return fields;  // csv.reader yields [] for an empty line
+  size_t start = 0;
+  while (true) {
+    const size_t tab = line.find('\t', start);
+    if (tab == std::string_view::npos) {
+      fields.emplace_back(line.substr(start));
+      return fields;
+    }
+    fields.emplace_back(line.substr(start, tab - start));
+    start = tab + 1;
+  }
+}
+
+std::string read_bytes(const std::filesystem::path& path) {
+  std::error_code ec;
+  BERTLAB_CHECK_AS(DataError, std::filesystem::is_regular_file(path, ec),
+                   "{}: no such file; check the task's data_dir", path.string());
+  std::ifstream in(path, std::ios::binary);
+  BERTLAB_CHECK_AS(DataError, in.good(), "{}: cannot open the file for reading", path.string());
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  BERTLAB_CHECK_AS(DataError, !in.bad(), "{}: read error", path.string());
+  return buffer.str();
+}
+
+}  // namespace
+
+std::vector<TsvRow> parse_tsv(const std::string& text) {
+  std::string_view rest(text);
+  if (rest.substr(0, kUtf8Bom.size()) == kUtf8Bom) rest.remove_prefix(kUtf8Bom.size());
+  std::vector<TsvRow> rows;
+  int64_t line_number = 0;
+  while (!rest.empty()) {
+    const size_t end = rest.find_first_of("\r\n");
+    const std::string_view line = rest.substr(0, end);
+    rows.push_back(TsvRow{++line_number, split_fields(line)});
+    if (end == std::string_view::npos) break;  // last line without a terminator
+    const bool crlf = rest[end] == '\r' && end + 1 < rest.size() && rest[end + 1] == '\n';
+    rest.remove_prefix(end + (crlf ? 2 : 1));
+  }
+  return rows;
+}
+
+std::vector<TsvRow> read_tsv(const std::filesystem::path& path) {
+  const std::string text = read_bytes(path);
+  if (const auto bad = find_invalid_utf8(text)) {
+    // Report the line of the offending byte; lines are counted as parse_tsv counts them.
+    const std::string_view before(text.data(), *bad);
+    int64_t line = 1;
+    for (size_t i = 0; i < before.size(); ++i) {
+      if (before[i] == '\n' || (before[i] == '\r' && (i + 1 >= text.size() || text[i + 1] != '\n')))
+        ++line;
+    }
+    throw DataError(fmt::format("{}:{}: invalid UTF-8 at byte offset {} of the file; the GLUE "
+                                "readers expect UTF-8 text",
+                                path.string(), line, *bad));
+  }
+  return parse_tsv(text);
+}
+
+}  // namespace bertlab::classifier

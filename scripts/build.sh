@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Configures and builds bertlab (Release) into ${BUILD_DIR:-build}.
+#   $BUILD_DIR/bin/bertlab                   the executable
+#   $BUILD_DIR/lib/bertlab/plugins/*.so      the in-tree plugins, found relative to it
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-build}
+case "$build_dir" in /*) ;; *) build_dir="$root/$build_dir" ;; esac
+
+generator=()
+if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  # Paths under the checkout are hashed relative to it, so a fresh clone elsewhere (CI) hits
+  # the cache of an earlier build.
+  export CCACHE_BASEDIR="$root"
+  export CCACHE_NOHASHDIR=1
+fi
+
+if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
+  cmake -S "$root" -B "$build_dir" "${generator[@]}" "${launcher[@]}" \
+    -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" ${CMAKE_ARGS:-}
+fi
+cmake --build "$build_dir" --parallel "${JOBS:-$(nproc)}"
+echo "[build] bertlab built: $build_dir/bin/bertlab"

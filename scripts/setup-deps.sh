@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs every Debian package bertlab needs to build, test and run.
+# Idempotent: only missing packages are installed, and `apt-get update` runs only
+# when something is missing.
+set -euo pipefail
+
+packages=(
+  g++ cmake make ninja-build ccache pkg-config git python3
+  libtorch-dev libopenblas0-pthread libgloo-dev
+  libtomlplusplus-dev libfmt-dev libboost-dev libboost-filesystem-dev
+  libgtest-dev nlohmann-json3-dev libutf8proc-dev libcli11-dev
+  clang-format
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]} == 0)); then
+  echo "[setup] all ${#packages[@]} packages present"
+  exit 0
+fi
+
+echo "[setup] installing: ${missing[*]}"
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then sudo_cmd=(sudo); fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

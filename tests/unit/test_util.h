@@ -1,0 +1,43 @@
+#pragma once
+// Shared helpers for the test suites: fixture paths, temporary folders, running the real
+// bertlab executable.
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace bertlab::testing {
+
+/// tests/data/<relative>.
+std::filesystem::path data_path(const std::string& relative);
+
+/// A fresh empty folder under the system temp dir, removed by the destructor.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+struct CommandResult {
+  int exit_code = -1;
+  std::string out;  ///< stdout
+  std::string err;  ///< stderr
+};
+
+/// Runs the built `bertlab` executable with `args` (stdin from `input`), capturing output.
+CommandResult run_bertlab(const std::vector<std::string>& args, const std::string& input = "",
+                          const std::vector<std::string>& env = {});
+
+/// Reads a whole file.
+std::string read_file(const std::filesystem::path& path);
+/// Writes a whole file.
+void write_file(const std::filesystem::path& path, const std::string& text);
+
+}  // namespace bertlab::testing
