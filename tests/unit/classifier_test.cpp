@@ -1,27 +1,26 @@
 // Tests of the classifier plugin's internals: Google run_classifier.py's processors, feature
 // conversion, metrics, the model head and the Task.
 
-#include "batching.h"
 #include "classifier.h"
-#include "classifier_model.h"
-#include "input_features.h"
-#include "metrics.h"
-#include "options.h"
-#include "processors.h"
-#include "tsv_reader.h"
 
+#include <ATen/ATen.h>
 #include <bertlab/error.h>
 #include <bertlab/model/bert.h>
 #include <bertlab/text/tokenizer.h>
-
-#include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
+#include "batching.h"
+#include "classifier_model.h"
+#include "input_features.h"
+#include "metrics.h"
+#include "options.h"
+#include "processors.h"
 #include "test_util.h"
+#include "tsv_reader.h"
 
 namespace bertlab::classifier {
 namespace {
@@ -138,8 +137,9 @@ TEST(ClassifierProcessors, Mrpc) {
   EXPECT_EQ(train.back().label, "0");
   EXPECT_EQ(dev[0].guid, "dev-1");
   // An unbalanced quote stays a plain character (quotechar=None): it must not swallow lines.
-  EXPECT_EQ(dev[0].text_b, "\"The foodservice pie business does not fit our long-term growth "
-                           "strategy.");
+  EXPECT_EQ(dev[0].text_b,
+            "\"The foodservice pie business does not fit our long-term growth "
+            "strategy.");
   int positives = 0;
   for (const auto& e : train) positives += e.label == "1" ? 1 : 0;
   EXPECT_EQ(positives, 2474);
@@ -188,7 +188,7 @@ TEST(ClassifierProcessors, Xnli) {
   EXPECT_EQ(train[0].text_a, "委员会在春天开了两次会。");
   EXPECT_EQ(train[0].text_b, "委员会从未开过会。");
   const auto dev = processor->dev_examples(data_path("glue/XNLI"));
-  ASSERT_EQ(dev.size(), 2u);  // only the "zh" rows
+  ASSERT_EQ(dev.size(), 2u);        // only the "zh" rows
   EXPECT_EQ(dev[0].guid, "dev-2");  // row index over all languages
   EXPECT_EQ(dev[0].text_a, "博物馆六点关门。");
   EXPECT_EQ(dev[0].label, "contradiction");
@@ -306,8 +306,7 @@ TEST(ClassifierFeatures, PacksSingleSequenceWithTwoSlotsReserved) {
 
 TEST(ClassifierFeatures, PairReservesThreeSlots) {
   const PackedTokens packed = pack_tokens(letters("abcd"), letters("xy"), 6);
-  EXPECT_EQ(packed.tokens,
-            (std::vector<std::string>{"[CLS]", "a", "b", "[SEP]", "x", "[SEP]"}));
+  EXPECT_EQ(packed.tokens, (std::vector<std::string>{"[CLS]", "a", "b", "[SEP]", "x", "[SEP]"}));
   EXPECT_THROW(pack_tokens(letters("a"), {}, 2), Error);
 }
 
@@ -369,20 +368,17 @@ TEST(ClassifierFeatures, TruncatesRealPair) {
   expected.push_back(kSep);
   EXPECT_EQ(f.input_ids, expected);
   EXPECT_EQ(f.input_mask, std::vector<int64_t>(16, 1));
-  EXPECT_EQ(f.segment_ids,
-            (std::vector<int64_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1}));
+  EXPECT_EQ(f.segment_ids, (std::vector<int64_t>{0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1}));
 }
 
 TEST(ClassifierFeatures, SingleSequenceCut) {
   // CoLA train-0, "our friends won ' t buy ...": max_seq_length 8 keeps 6 tokens.
-  const InputExample example{"train-0",
-                             "Our friends won't buy this analysis, let alone the next one.", "",
-                             "1"};
+  const InputExample example{
+      "train-0", "Our friends won't buy this analysis, let alone the next one.", "", "1"};
   const FullTokenizer& tokenizer = uncased_tokenizer();
   const InputFeatures f = convert_single_example(example, {"0", "1"}, 8, tokenizer);
   EXPECT_EQ(tokenizer.convert_ids_to_tokens(f.input_ids),
-            (std::vector<std::string>{"[CLS]", "our", "friends", "won", "'", "t", "buy",
-                                      "[SEP]"}));
+            (std::vector<std::string>{"[CLS]", "our", "friends", "won", "'", "t", "buy", "[SEP]"}));
   EXPECT_EQ(f.segment_ids, std::vector<int64_t>(8, 0));
   EXPECT_EQ(f.label_id, 1);
 }
@@ -399,8 +395,9 @@ TEST(ClassifierFeatures, TextBThatTokenizesToNothingIsSingleSequence) {
 
 TEST(ClassifierFeatures, UnknownLabelIsDataError) {
   const InputExample example{"dev-7", "a", "b", "maybe"};
-  const std::string message = data_error_of(
-      [&] { convert_single_example(example, {"0", "1"}, 8, uncased_tokenizer()); });
+  const std::string message = data_error_of([&] {
+    convert_single_example(example, {"0", "1"}, 8, uncased_tokenizer());
+  });
   EXPECT_NE(message.find("dev-7"), std::string::npos) << message;
 }
 
@@ -529,9 +526,9 @@ TEST(ClassifierModel, ParameterNames) {
 TEST(ClassifierModel, ForwardShapeAndLossByHand) {
   ClassifierModel model(tiny_config(), 3, false);
   model->eval();
-  const at::Tensor ids = at::tensor(std::vector<int64_t>{101, 2023, 102, 0, 101, 2003, 2009, 102},
-                                    at::kLong)
-                             .view({2, 4});
+  const at::Tensor ids =
+      at::tensor(std::vector<int64_t>{101, 2023, 102, 0, 101, 2003, 2009, 102}, at::kLong)
+          .view({2, 4});
   const at::Tensor mask =
       at::tensor(std::vector<int64_t>{1, 1, 1, 0, 1, 1, 1, 1}, at::kLong).view({2, 4});
   const at::Tensor segments = at::zeros({2, 4}, at::kLong);

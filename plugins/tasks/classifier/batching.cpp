@@ -1,8 +1,7 @@
 #include "batching.h"
 
-#include <bertlab/error.h>
-
 #include <ATen/ATen.h>
+#include <bertlab/error.h>
 
 #include <algorithm>
 
@@ -15,8 +14,7 @@ Batch collate(const std::vector<InputFeatures>& features, const std::vector<int6
   const auto num_features = static_cast<int64_t>(features.size());
   for (const int64_t index : indices) {
     BERTLAB_CHECK(index >= 0 && index < num_features,
-                  "example index {} is out of range: the set has {} examples", index,
-                  num_features);
+                  "example index {} is out of range: the set has {} examples", index, num_features);
   }
   const auto seq_length = static_cast<int64_t>(features[indices[0]].input_ids.size());
 

@@ -1,14 +1,13 @@
 #pragma once
 // Collates converted examples into the tensors of one batch.
 
-#include "input_features.h"
-
 #include <bertlab/task.h>
-
 #include <c10/core/Device.h>
 
 #include <cstdint>
 #include <vector>
+
+#include "input_features.h"
 
 namespace bertlab::classifier {
 

@@ -1,18 +1,17 @@
 #include "classifier.h"
 
-#include "batching.h"
-#include "classifier_model.h"
-#include "metrics.h"
-
+#include <ATen/ATen.h>
+#include <ATen/core/grad_mode.h>
 #include <bertlab/error.h>
 #include <bertlab/log.h>
 #include <bertlab/model/bert.h>
 #include <bertlab/text/tokenizer.h>
 
-#include <ATen/ATen.h>
-#include <ATen/core/grad_mode.h>
-
 #include <algorithm>
+
+#include "batching.h"
+#include "classifier_model.h"
+#include "metrics.h"
 
 namespace bertlab::classifier {
 
@@ -71,7 +70,8 @@ ClassifierTask::ClassifierTask(ClassifierOptions options)
       labels_(processor_->labels()) {}
 
 void ClassifierTask::prepare(const TaskContext& ctx) {
-  BERTLAB_CHECK(ctx.tokenizer != nullptr, "the classifier task needs a tokenizer ([model] vocab_file)");
+  BERTLAB_CHECK(ctx.tokenizer != nullptr,
+                "the classifier task needs a tokenizer ([model] vocab_file)");
   if (ctx.bert_config != nullptr) {
     const int64_t max_positions = ctx.bert_config->max_position_embeddings;
     BERTLAB_CHECK_AS(ConfigError, options_.max_seq_length <= max_positions,
@@ -105,8 +105,8 @@ void ClassifierTask::prepare(const TaskContext& ctx) {
   log_info("data", "{}: {} train examples (of {}) and {} {} examples (of {}) from {}",
            processor_->name(), train_features_.size(), train_in_files, eval_features_.size(),
            options_.eval_split, eval_in_files, options_.data_dir.string());
-  log_info("data", "{}: max_seq_length {}, {} labels", processor_->name(),
-           options_.max_seq_length, labels_.size());
+  log_info("data", "{}: max_seq_length {}, {} labels", processor_->name(), options_.max_seq_length,
+           labels_.size());
 }
 
 int64_t ClassifierTask::num_train_examples() const {
@@ -147,8 +147,8 @@ Metrics ClassifierTask::evaluate(torch::nn::Module& model, const EvalContext& ct
     std::vector<int64_t> indices(std::min(ctx.eval_batch_size, total - start));
     for (size_t i = 0; i < indices.size(); ++i) indices[i] = start + static_cast<int64_t>(i);
     const Batch batch = collate(eval_features_, indices, ctx.device);
-    const at::Tensor logits = classifier.forward(batch.at("input_ids"), batch.at("segment_ids"),
-                                                 batch.at("input_mask"));
+    const at::Tensor logits =
+        classifier.forward(batch.at("input_ids"), batch.at("segment_ids"), batch.at("input_mask"));
     append_cpu<int64_t>(logits.argmax(/*dim=*/-1), predictions);
     append_cpu<int64_t>(batch.at("label_ids"), label_ids);
     append_cpu<double>(per_example_loss(logits, batch.at("label_ids")).to(at::kDouble), losses);
@@ -156,8 +156,7 @@ Metrics ClassifierTask::evaluate(torch::nn::Module& model, const EvalContext& ct
 
   // As Google's metric_fn: accuracy of the argmax, and eval_loss as tf.metrics.mean of the
   // per-example losses over all examples (not a mean of batch means).
-  Metrics metrics{{"eval_accuracy", accuracy(predictions, label_ids)},
-                  {"eval_loss", mean(losses)}};
+  Metrics metrics{{"eval_accuracy", accuracy(predictions, label_ids)}, {"eval_loss", mean(losses)}};
   if (options_.task_name == "mrpc") metrics.emplace_back("f1", f1_score(predictions, label_ids));
   if (options_.task_name == "cola") {
     metrics.emplace_back("mcc", matthews_corrcoef(predictions, label_ids));

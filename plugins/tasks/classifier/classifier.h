@@ -1,15 +1,15 @@
 #pragma once
 // The classifier task: Google's run_classifier.py (MRPC, CoLA, MNLI, XNLI) as a bertlab Task.
 
-#include "input_features.h"
-#include "options.h"
-#include "processors.h"
-
 #include <bertlab/task.h>
 
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "input_features.h"
+#include "options.h"
+#include "processors.h"
 
 namespace bertlab::classifier {
 
@@ -37,9 +37,9 @@ class ClassifierTask : public Task {
  private:
   ClassifierOptions options_;
   std::unique_ptr<DataProcessor> processor_;
-  std::vector<std::string> labels_;              // [label id]
-  std::vector<InputFeatures> train_features_;    // [train example], file order
-  std::vector<InputFeatures> eval_features_;     // [eval example], file order
+  std::vector<std::string> labels_;            // [label id]
+  std::vector<InputFeatures> train_features_;  // [train example], file order
+  std::vector<InputFeatures> eval_features_;   // [eval example], file order
 };
 
 }  // namespace bertlab::classifier

@@ -1,8 +1,7 @@
 #include "classifier_model.h"
 
-#include <bertlab/error.h>
-
 #include <ATen/ATen.h>
+#include <bertlab/error.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -29,9 +28,10 @@ at::Tensor ClassifierModelImpl::forward(const at::Tensor& input_ids, const at::T
 }
 
 at::Tensor per_example_loss(const at::Tensor& logits, const at::Tensor& label_ids) {
-  BERTLAB_CHECK(logits.dim() == 2 && label_ids.dim() == 1 && logits.size(0) == label_ids.size(0),
-                "per_example_loss: logits [{}] and label_ids [{}] must be [batch, labels] and [batch]",
-                fmt::join(logits.sizes(), ", "), fmt::join(label_ids.sizes(), ", "));
+  BERTLAB_CHECK(
+      logits.dim() == 2 && label_ids.dim() == 1 && logits.size(0) == label_ids.size(0),
+      "per_example_loss: logits [{}] and label_ids [{}] must be [batch, labels] and [batch]",
+      fmt::join(logits.sizes(), ", "), fmt::join(label_ids.sizes(), ", "));
   // Picking the label's log-probability equals Google's sum over the one-hot product exactly:
   // every other term is an exact zero.
   const at::Tensor log_probs = at::log_softmax(logits, /*dim=*/-1);

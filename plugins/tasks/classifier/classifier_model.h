@@ -3,9 +3,8 @@
 // one dense layer to the label logits. Parameter names follow Hugging Face's
 // BertForSequenceClassification: bert.*, classifier.weight, classifier.bias.
 
-#include <bertlab/model/bert.h>
-
 #include <ATen/core/Tensor.h>
+#include <bertlab/model/bert.h>
 #include <torch/nn/module.h>
 #include <torch/nn/modules/dropout.h>
 #include <torch/nn/modules/linear.h>

@@ -1,11 +1,11 @@
 // The classifier plugin's entry point: registers the "classifier" task.
 
-#include "classifier.h"
-#include "options.h"
-
 #include <bertlab/plugin.h>
 
 #include <memory>
+
+#include "classifier.h"
+#include "options.h"
 
 namespace {
 

@@ -3,9 +3,9 @@
 #include <bertlab/error.h>
 #include <bertlab/log.h>
 #include <bertlab/text/tokenizer.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
-#include <fmt/ranges.h>
 
 namespace bertlab::classifier {
 
@@ -60,8 +60,8 @@ PackedTokens pack_tokens(std::vector<std::string> tokens_a, std::vector<std::str
 }
 
 InputFeatures convert_single_example(const InputExample& example,
-                                     const std::vector<std::string>& labels,
-                                     int64_t max_seq_length, const FullTokenizer& tokenizer) {
+                                     const std::vector<std::string>& labels, int64_t max_seq_length,
+                                     const FullTokenizer& tokenizer) {
   const auto label = std::find(labels.begin(), labels.end(), example.label);
   BERTLAB_CHECK_AS(DataError, label != labels.end(),
                    "example {}: unknown label \"{}\"; expected one of {}", example.guid,

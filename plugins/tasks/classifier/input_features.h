@@ -2,11 +2,11 @@
 // run_classifier.py's convert_single_example: WordPiece tokens, pair truncation, the
 // [CLS] a [SEP] b [SEP] layout, segment ids, mask and zero padding.
 
-#include "processors.h"
-
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "processors.h"
 
 namespace bertlab {
 class FullTokenizer;
@@ -42,13 +42,12 @@ PackedTokens pack_tokens(std::vector<std::string> tokens_a, std::vector<std::str
 /// Tokenizes, packs, looks up ids, pads, and maps the label to its index in `labels`.
 /// Throws DataError naming the guid when the label is not in `labels`.
 InputFeatures convert_single_example(const InputExample& example,
-                                     const std::vector<std::string>& labels,
-                                     int64_t max_seq_length, const FullTokenizer& tokenizer);
+                                     const std::vector<std::string>& labels, int64_t max_seq_length,
+                                     const FullTokenizer& tokenizer);
 
 /// convert_single_example over all `examples`.
 std::vector<InputFeatures> convert_examples(const std::vector<InputExample>& examples,
                                             const std::vector<std::string>& labels,
-                                            int64_t max_seq_length,
-                                            const FullTokenizer& tokenizer);
+                                            int64_t max_seq_length, const FullTokenizer& tokenizer);
 
 }  // namespace bertlab::classifier

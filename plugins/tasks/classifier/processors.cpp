@@ -1,12 +1,12 @@
 #include "processors.h"
 
-#include "tsv_reader.h"
-
 #include <bertlab/error.h>
-
-#include <algorithm>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "tsv_reader.h"
 
 namespace bertlab::classifier {
 
@@ -18,16 +18,15 @@ const std::vector<std::string> kBinaryLabels = {"0", "1"};
 const std::vector<std::string> kNliLabels = {"contradiction", "entailment", "neutral"};
 
 /// Throws DataError unless `row` has at least `needed` fields; `layout` names the columns.
-void require_columns(const fs::path& file, const TsvRow& row, size_t needed,
-                     const char* layout) {
+void require_columns(const fs::path& file, const TsvRow& row, size_t needed, const char* layout) {
   BERTLAB_CHECK_AS(DataError, row.fields.size() >= needed,
                    "{}:{}: expected at least {} tab-separated columns ({}), found {}",
                    file.string(), row.line, needed, layout, row.fields.size());
 }
 
 /// Throws DataError unless `label` is one of `labels`.
-void require_label(const fs::path& file, const TsvRow& row, const std::string& label,
-                   size_t column, const std::vector<std::string>& labels) {
+void require_label(const fs::path& file, const TsvRow& row, const std::string& label, size_t column,
+                   const std::vector<std::string>& labels) {
   BERTLAB_CHECK_AS(DataError, std::find(labels.begin(), labels.end(), label) != labels.end(),
                    "{}:{}: unknown label \"{}\" in column {} (1-based); expected one of {}",
                    file.string(), row.line, label, column + 1, fmt::join(labels, "|"));
@@ -111,11 +110,12 @@ class MnliProcessor : public DataProcessor {
       const TsvRow& row = rows[i];
       // Google needs columns 0..9 and takes the label from the last one; a row of exactly
       // ten columns would use sentence2 as the label, so require one more.
-      require_columns(file, row, 11, "index, ..., sentence1 (9th), sentence2 (10th), ..., gold_label (last)");
+      require_columns(file, row, 11,
+                      "index, ..., sentence1 (9th), sentence2 (10th), ..., gold_label (last)");
       const size_t label_column = row.fields.size() - 1;
       require_label(file, row, row.fields[label_column], label_column, kNliLabels);
-      examples.push_back({fmt::format("{}-{}", set, row.fields[0]), row.fields[8],
-                          row.fields[9], row.fields[label_column]});
+      examples.push_back({fmt::format("{}-{}", set, row.fields[0]), row.fields[8], row.fields[9],
+                          row.fields[label_column]});
     }
     return examples;
   }
@@ -174,8 +174,8 @@ std::unique_ptr<DataProcessor> make_processor(const std::string& task_name) {
   if (task_name == "cola") return std::make_unique<ColaProcessor>();
   if (task_name == "mnli") return std::make_unique<MnliProcessor>();
   if (task_name == "xnli") return std::make_unique<XnliProcessor>();
-  throw ConfigError(fmt::format("task_name: unknown task \"{}\"; supported tasks are {}",
-                                task_name, fmt::join(supported_task_names(), "|")));
+  throw ConfigError(fmt::format("task_name: unknown task \"{}\"; supported tasks are {}", task_name,
+                                fmt::join(supported_task_names(), "|")));
 }
 
 }  // namespace bertlab::classifier

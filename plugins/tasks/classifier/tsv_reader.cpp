@@ -68,9 +68,10 @@ std::vector<TsvRow> read_tsv(const std::filesystem::path& path) {
       if (before[i] == '\n' || (before[i] == '\r' && (i + 1 >= text.size() || text[i + 1] != '\n')))
         ++line;
     }
-    throw DataError(fmt::format("{}:{}: invalid UTF-8 at byte offset {} of the file; the GLUE "
-                                "readers expect UTF-8 text",
-                                path.string(), line, *bad));
+    throw DataError(
+        fmt::format("{}:{}: invalid UTF-8 at byte offset {} of the file; the GLUE "
+                    "readers expect UTF-8 text",
+                    path.string(), line, *bad));
   }
   return parse_tsv(text);
 }

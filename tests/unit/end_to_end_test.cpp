@@ -1,0 +1,209 @@
+// The real `bertlab` executable end to end: a run with two variants and its output files,
+// determinism, validation before any work, and `bertlab tokenize` on the reference strings.
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "test_util.h"
+
+namespace bertlab {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::data_path;
+using testing::read_file;
+using testing::run_bertlab;
+using testing::TempDir;
+
+std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(read_file(path));
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+/// metrics.jsonl without the timing fields.
+std::string without_timings(const fs::path& path) {
+  std::string out;
+  for (auto j : read_jsonl(path)) {
+    j.erase("examples_per_second");
+    j.erase("elapsed_s");
+    out += j.dump() + "\n";
+  }
+  return out;
+}
+
+class EndToEnd : public ::testing::Test {
+ protected:
+  // One run shared by the tests that read its outputs (training twice would double the time).
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    result_ = new testing::CommandResult(run_bertlab(
+        {"run", data_path("experiments/overfit.toml").string(), "--output-dir",
+         dir_->path().string()}));
+  }
+  static void TearDownTestSuite() {
+    delete result_;
+    delete dir_;
+  }
+  static fs::path out(const std::string& rel) { return dir_->path() / "overfit" / rel; }
+
+  static TempDir* dir_;
+  static testing::CommandResult* result_;
+};
+
+TempDir* EndToEnd::dir_ = nullptr;
+testing::CommandResult* EndToEnd::result_ = nullptr;
+
+TEST_F(EndToEnd, RunWritesEveryOutputOfEveryVariant) {
+  ASSERT_EQ(result_->exit_code, 0) << result_->err;
+  for (const char* variant : {"dense", "sparse"}) {
+    for (const char* file : {"resolved.toml", "metrics.jsonl", "eval_results.json"}) {
+      EXPECT_TRUE(fs::is_regular_file(out(std::string(variant) + "/" + file)))
+          << variant << "/" << file;
+    }
+    EXPECT_FALSE(fs::exists(out(std::string(variant) + "/metrics.jsonl.partial")));
+    auto lines = read_jsonl(out(std::string(variant) + "/metrics.jsonl"));
+    ASSERT_EQ(lines.size(), 10u);  // 100 steps, a line every 10
+    for (const char* key : {"step", "epoch", "loss", "learning_rate", "grad_norm",
+                            "examples_per_second", "elapsed_s"}) {
+      EXPECT_TRUE(lines.back().contains(key)) << key;
+    }
+    EXPECT_EQ(lines.back()["step"], 100);
+    EXPECT_DOUBLE_EQ(lines.back()["epoch"].get<double>(), 100.0 * 8 / 32);
+    EXPECT_LT(lines.back()["loss"].get<double>(), lines.front()["loss"].get<double>());
+  }
+  EXPECT_TRUE(fs::is_regular_file(out("comparison.md")));
+  EXPECT_TRUE(fs::is_regular_file(out("comparison.csv")));
+  EXPECT_NE(result_->out.find("| dense |"), std::string::npos) << result_->out;
+  EXPECT_NE(result_->out.find("| sparse |"), std::string::npos) << result_->out;
+  // The start of the run names versions and where each plugin came from.
+  EXPECT_NE(result_->err.find("[bertlab] bertlab "), std::string::npos) << result_->err;
+  EXPECT_NE(result_->err.find("[plugin] classifier 0.1.0 from "), std::string::npos);
+}
+
+TEST_F(EndToEnd, TheClassifierOverfits32MrpcExamples) {
+  ASSERT_EQ(result_->exit_code, 0) << result_->err;
+  for (const char* variant : {"dense", "sparse"}) {
+    auto results = nlohmann::json::parse(read_file(out(std::string(variant) +
+                                                       "/eval_results.json")));
+    EXPECT_DOUBLE_EQ(results["eval_accuracy"].get<double>(), 1.0) << variant << results.dump();
+    EXPECT_TRUE(results.contains("f1"));
+    EXPECT_TRUE(results.contains("eval_loss"));
+    EXPECT_EQ(results["global_step"], 100);
+  }
+}
+
+TEST_F(EndToEnd, SparseEmbeddingGradientsGiveTheDenseUpdate) {
+  ASSERT_EQ(result_->exit_code, 0) << result_->err;
+  // comparison.csv: the last column is the largest parameter difference from `dense`.
+  std::istringstream csv(read_file(out("comparison.csv")));
+  std::string header, dense, sparse;
+  std::getline(csv, header);
+  std::getline(csv, dense);
+  std::getline(csv, sparse);
+  EXPECT_EQ(header.substr(header.rfind(',') + 1), "max_param_diff_vs_dense");
+  EXPECT_EQ(dense.substr(dense.rfind(',') + 1), "0");
+  const double diff = std::stod(sparse.substr(sparse.rfind(',') + 1));
+  EXPECT_LT(diff, 1e-3) << sparse;
+}
+
+TEST_F(EndToEnd, SameSeedAndOneThreadGiveIdenticalMetrics) {
+  ASSERT_EQ(result_->exit_code, 0) << result_->err;
+  TempDir again;
+  auto r = run_bertlab({"run", data_path("experiments/overfit.toml").string(), "--variant",
+                        "dense", "--output-dir", again.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(without_timings(again.path() / "overfit/dense/metrics.jsonl"),
+            without_timings(out("dense/metrics.jsonl")));
+  EXPECT_EQ(read_file(again.path() / "overfit/dense/eval_results.json"),
+            read_file(out("dense/eval_results.json")));
+  // The reference ran in this invocation too: its difference is 0.
+  EXPECT_NE(read_file(again.path() / "overfit/comparison.csv").find(",0\n"), std::string::npos);
+}
+
+TEST(EndToEndValidation, ATypoStopsTheRunBeforeAnyWork) {
+  TempDir dir;
+  std::string text = read_file(data_path("experiments/overfit.toml"));
+  text.replace(text.find("learning_rate = 2e-3"), 20, "learning_rat = 2e-3");
+  // Written beside the original so its relative paths still resolve.
+  const fs::path path = data_path("experiments") / ("typo-" + std::to_string(::getpid()) + ".toml");
+  testing::write_file(path, text);
+  auto r = run_bertlab({"run", path.string(), "--output-dir", dir.path().string()});
+  auto v = run_bertlab({"validate", path.string()});
+  fs::remove(path);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find(path.string() + ":24:1: optimizer.learning_rat: unknown key for optimizer "
+                                       "'adam_weight_decay'; did you mean 'learning_rate'?"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir.path() / "overfit")) << "nothing may be written before validation";
+  EXPECT_EQ(v.exit_code, 2);
+  EXPECT_EQ(v.err, r.err);
+}
+
+TEST(EndToEndValidation, ValidatePrintsEveryResolvedVariant) {
+  auto r = run_bertlab({"validate", data_path("experiments/overfit.toml").string(), "--set",
+                        "optimizer.learning_rate=1e-4"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("# variant 'dense'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("# variant 'sparse'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("learning_rate = 0.0001\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("sparse_embeddings = true\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 variant(s) valid"), std::string::npos) << r.out;
+}
+
+TEST(EndToEndTokenize, ReproducesTheReferenceIdsOfAll46Strings) {
+  const std::string inp = read_file(data_path("tokenizer/ggml-vocab-bert-bge.gguf.inp"));
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> strings;
+  for (size_t pos = 0; pos < inp.size();) {
+    size_t end = inp.find(sep, pos);
+    if (end == std::string::npos) break;
+    strings.push_back(inp.substr(pos, end - pos));
+    pos = end + sep.size();
+  }
+  ASSERT_EQ(strings.size(), 46u);
+  // Every line of every string goes through one `bertlab tokenize --ids`; a string's ids are
+  // the ids of its lines in order (a newline only separates words).
+  std::string input;
+  std::vector<size_t> line_counts;
+  for (const auto& s : strings) {
+    size_t lines = 1;
+    for (char c : s) lines += c == '\n';
+    line_counts.push_back(lines);
+    input += s + "\n";
+  }
+  auto r = run_bertlab({"tokenize", "--vocab",
+                        data_path("vocab/bert-base-uncased/vocab.txt").string(), "--ids"},
+                       input);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream got(r.out);
+  std::istringstream expected(read_file(data_path("tokenizer/ggml-vocab-bert-bge.gguf.out")));
+  for (size_t i = 0; i < strings.size(); ++i) {
+    std::string ids;
+    for (size_t k = 0; k < line_counts[i]; ++k) {
+      std::string line;
+      ASSERT_TRUE(std::getline(got, line));
+      if (!line.empty()) ids += " " + line;
+    }
+    std::string want;
+    std::getline(expected, want);
+    EXPECT_EQ(ids, want) << "string #" << i << ": '" << strings[i] << "'";
+  }
+}
+
+TEST(EndToEndTokenize, InvalidUtf8NamesLineAndByteOffset) {
+  auto r = run_bertlab({"tokenize", "--vocab",
+                        data_path("vocab/bert-base-uncased/vocab.txt").string()},
+                       "fine\nbad \xff byte\n");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.err.find("stdin: line 2, byte offset 4: invalid UTF-8"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace bertlab

@@ -1,0 +1,300 @@
+// Experiment files: parsing, merging of variants and --set, and every class of validation error,
+// against the real in-tree plugins' declarations.
+
+#include <bertlab/error.h>
+#include <gtest/gtest.h>
+
+#include "host/experiment.h"
+#include "host/plugin_host.h"
+#include "test_util.h"
+
+namespace bertlab {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::data_path;
+using testing::TempDir;
+using testing::write_file;
+
+class ExperimentConfig : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    host_ = new PluginHost();
+    host_->load_directories({PluginHost::builtin_plugin_dir()});
+  }
+  static void TearDownTestSuite() {
+    delete host_;
+    host_ = nullptr;
+  }
+
+  /// Writes an experiment whose paths point at the test fixtures, with `body` appended.
+  fs::path write_experiment(const std::string& body, const std::string& name = "exp.toml") {
+    const std::string header = fmt::format(R"([experiment]
+name = "t"
+threads = 1
+
+[model]
+bert_config_file = "{}"
+vocab_file = "{}"
+
+[task]
+plugin = "classifier"
+task_name = "mrpc"
+data_dir = "{}"
+max_seq_length = 32
+
+[strategy]
+plugin = "single"
+
+[optimizer]
+plugin = "adam_weight_decay"
+learning_rate = 1e-4
+)",
+                                           data_path("experiments/bert_config_tiny.json").string(),
+                                           data_path("vocab/bert-base-uncased/vocab.txt").string(),
+                                           data_path("experiments/mrpc32").string());
+    fs::path path = dir_ / name;
+    write_file(path, header + body);
+    return path;
+  }
+
+  /// The error lines of resolving `path` (empty when it is valid).
+  std::vector<std::string> errors_of(const fs::path& path, ResolveOptions options = {}) {
+    try {
+      ExperimentFile file = parse_experiment_file(path);
+      resolve_experiment(file, host_->registry(), options);
+    } catch (const ConfigError& e) {
+      return e.messages();
+    }
+    return {};
+  }
+
+  static std::string joined(const std::vector<std::string>& lines) {
+    std::string out;
+    for (const auto& l : lines) out += l + "\n";
+    return out;
+  }
+
+  static PluginHost* host_;
+  TempDir dir_;
+};
+
+PluginHost* ExperimentConfig::host_ = nullptr;
+
+TEST_F(ExperimentConfig, ValidFileResolvesWithDefaults) {
+  fs::path path = write_experiment("\n[train]\ntrain_batch_size = 8\n");
+  ExperimentFile file = parse_experiment_file(path);
+  ResolvedExperiment exp = resolve_experiment(file, host_->registry(), {});
+  ASSERT_EQ(exp.variants.size(), 1u);
+  const ResolvedVariant& v = exp.variants[0];
+  EXPECT_EQ(v.name, "default");
+  EXPECT_EQ(exp.reference, "default");
+  EXPECT_EQ(v.train.get_int("train_batch_size"), 8);
+  EXPECT_EQ(v.train.get_int("eval_batch_size"), 8);  // default
+  EXPECT_DOUBLE_EQ(v.optimizer.options.get_float("learning_rate"), 1e-4);
+  EXPECT_EQ(v.bert_config.hidden_size, 32);
+  EXPECT_EQ(v.task.options.get_int("max_seq_length"), 32);
+  EXPECT_NE(v.resolved_toml.find("learning_rate = 0.0001"), std::string::npos) << v.resolved_toml;
+  EXPECT_NE(v.resolved_toml.find("hidden_size = 32"), std::string::npos);
+}
+
+TEST_F(ExperimentConfig, UnknownKeyNamesFileLineColumnAndSuggests) {
+  fs::path path = write_experiment("learning_rat = 3e-5\n");
+  auto errors = errors_of(path);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  // The typo sits on line 21, column 1 of the written file ([optimizer] section).
+  EXPECT_EQ(errors[0].rfind(path.string() + ":21:1: optimizer.learning_rat: unknown key", 0), 0u)
+      << errors[0];
+  EXPECT_NE(errors[0].find("did you mean 'learning_rate'?"), std::string::npos) << errors[0];
+}
+
+TEST_F(ExperimentConfig, MisplacedKeyNamesItsSection) {
+  fs::path path = write_experiment("train_batch_size = 8\n");
+  auto errors = errors_of(path);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_NE(errors[0].find("'train_batch_size' belongs in [train]"), std::string::npos)
+      << errors[0];
+}
+
+TEST_F(ExperimentConfig, WrongTypeOutOfRangeAndNotAllowedAreAllReported) {
+  fs::path path = write_experiment(
+      "warmup_proportion = \"ten percent\"\nbeta_1 = 1.5\nclip_norm_mode = \"sideways\"\n"
+      "\n[train]\ntrain_batch_size = 0\n");
+  auto errors = errors_of(path);
+  const std::string all = joined(errors);
+  ASSERT_EQ(errors.size(), 4u) << all;
+  EXPECT_NE(all.find(":21:21: optimizer.warmup_proportion: must be a number, got string "
+                     "\"ten percent\""),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find(":22:10: optimizer.beta_1: must be in [0, 1"), std::string::npos) << all;
+  EXPECT_NE(all.find("optimizer.clip_norm_mode: must be one of coalesced|uncoalesced, got "
+                     "\"sideways\""),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find(":26:20: train.train_batch_size: must be >= 1, got 0"), std::string::npos)
+      << all;
+}
+
+TEST_F(ExperimentConfig, MissingRequiredKeyAndMissingFile) {
+  TempDir other;
+  write_file(other / "exp.toml", R"([experiment]
+name = "t"
+[model]
+bert_config_file = "no_such_config.json"
+[task]
+plugin = "classifier"
+data_dir = "."
+[strategy]
+plugin = "single"
+[optimizer]
+plugin = "adam_weight_decay"
+)");
+  auto errors = errors_of(other / "exp.toml");
+  const std::string all = joined(errors);
+  EXPECT_NE(all.find(":4:20: model.bert_config_file: file not found: " +
+                     (other.path() / "no_such_config.json").string()),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find(":3:1: model.vocab_file: missing required key"), std::string::npos) << all;
+  EXPECT_NE(all.find(":5:1: task.task_name: missing required key"), std::string::npos) << all;
+}
+
+TEST_F(ExperimentConfig, UnknownPluginListsTheKnownOnes) {
+  fs::path path = write_experiment("");
+  std::string text = testing::read_file(path);
+  text.replace(text.find("plugin = \"single\""), 17, "plugin = \"singel\"");
+  write_file(path, text);
+  auto errors = errors_of(path);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_NE(errors[0].find("strategy.plugin: unknown strategy plugin 'singel'; did you mean "
+                           "'single'?; known strategy plugins: single"),
+            std::string::npos)
+      << errors[0];
+}
+
+TEST_F(ExperimentConfig, VariantsDeepMergeOverTheBase) {
+  fs::path path = write_experiment(R"(
+[train]
+train_batch_size = 8
+
+[[variant]]
+name = "a"
+
+[[variant]]
+name = "b"
+optimizer.learning_rate = 5e-4
+model = { sparse_embeddings = true, hidden_size = 64 }
+
+[compare]
+reference = "b"
+)");
+  ExperimentFile file = parse_experiment_file(path);
+  ResolvedExperiment exp = resolve_experiment(file, host_->registry(), {});
+  ASSERT_EQ(exp.variants.size(), 2u);
+  EXPECT_EQ(exp.reference, "b");
+  EXPECT_DOUBLE_EQ(exp.variants[0].optimizer.options.get_float("learning_rate"), 1e-4);
+  EXPECT_DOUBLE_EQ(exp.variants[1].optimizer.options.get_float("learning_rate"), 5e-4);
+  EXPECT_FALSE(exp.variants[0].model.get_bool("sparse_embeddings"));
+  EXPECT_TRUE(exp.variants[1].model.get_bool("sparse_embeddings"));
+  EXPECT_EQ(exp.variants[1].bert_config.hidden_size, 64);
+  EXPECT_EQ(exp.variants[1].train.get_int("train_batch_size"), 8);  // from the base
+}
+
+TEST_F(ExperimentConfig, SetOverridesEveryVariantAndNamesTheArgument) {
+  fs::path path = write_experiment("\n[[variant]]\nname = \"a\"\noptimizer.learning_rate = 2e-4\n");
+  ExperimentFile file = parse_experiment_file(path);
+  ResolveOptions options;
+  options.overrides.push_back(parse_set_argument("optimizer.learning_rate=7e-5"));
+  options.overrides.push_back(parse_set_argument("train.log_every_steps=3"));
+  ResolvedExperiment exp = resolve_experiment(file, host_->registry(), options);
+  EXPECT_DOUBLE_EQ(exp.variants[0].optimizer.options.get_float("learning_rate"), 7e-5);
+  EXPECT_EQ(exp.variants[0].train.get_int("log_every_steps"), 3);
+
+  ResolveOptions bad;
+  bad.overrides.push_back(parse_set_argument("train.log_every_steps=often"));
+  auto errors = errors_of(path, bad);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_EQ(errors[0],
+            "--set 'train.log_every_steps=often': train.log_every_steps: must be an integer, got "
+            "string \"often\"");
+  EXPECT_THROW(parse_set_argument("learning_rate=1"), ConfigError);
+  EXPECT_THROW(parse_set_argument("optimiser.learning_rate=1"), ConfigError);
+}
+
+TEST_F(ExperimentConfig, BaseKeyUndeclaredByAVariantsPluginIsAnError) {
+  // clip_norm belongs to adam_weight_decay; a variant switching the strategy keeps the base
+  // strategy keys, and a key the new plugin does not declare is an error there.
+  fs::path path = write_experiment(R"(
+[[variant]]
+name = "one"
+
+[[variant]]
+name = "other"
+strategy = { plugin = "single", clip_norm = 2.0 }
+)");
+  auto errors = errors_of(path);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_NE(errors[0].find("strategy.clip_norm: unknown key for strategy 'single'"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[0].find("(variant other)"), std::string::npos) << errors[0];
+}
+
+TEST_F(ExperimentConfig, DuplicateVariantAndUnknownReference) {
+  fs::path path = write_experiment(
+      "\n[[variant]]\nname = \"a\"\n\n[[variant]]\nname = \"a\"\n");
+  auto errors = errors_of(path);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_NE(errors[0].find("duplicate variant name 'a'"), std::string::npos) << errors[0];
+
+  fs::path path2 = write_experiment("\n[[variant]]\nname = \"a\"\n[compare]\nreference = \"b\"\n",
+                                    "exp2.toml");
+  auto errors2 = errors_of(path2);
+  ASSERT_EQ(errors2.size(), 1u) << joined(errors2);
+  EXPECT_NE(errors2[0].find("compare.reference: no variant named 'b'"), std::string::npos);
+}
+
+TEST_F(ExperimentConfig, SyntaxErrorReportsTomlPosition) {
+  fs::path path = dir_ / "broken.toml";
+  write_file(path, "[experiment]\nname = \"x\nseed = 1\n");
+  try {
+    parse_experiment_file(path);
+    FAIL() << "expected a ConfigError";
+  } catch (const ConfigError& e) {
+    ASSERT_EQ(e.messages().size(), 1u);
+    EXPECT_EQ(e.messages()[0].rfind(path.string() + ":2:", 0), 0u) << e.messages()[0];
+    EXPECT_NE(e.messages()[0].find("TOML syntax error"), std::string::npos);
+  }
+}
+
+TEST_F(ExperimentConfig, UnknownSectionSuggestsTheClosest) {
+  fs::path path = write_experiment("\n[trian]\ntrain_batch_size = 8\n");
+  auto errors = errors_of(path);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_NE(errors[0].find("trian: unknown section; did you mean 'train'?"), std::string::npos)
+      << errors[0];
+}
+
+TEST_F(ExperimentConfig, VocabularyMustFitTheEmbeddingTable) {
+  fs::path ok = write_experiment("", "ok.toml");
+  ResolveOptions options;
+  options.overrides.push_back(parse_set_argument("model.vocab_size=100"));
+  auto errors = errors_of(ok, options);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_NE(errors[0].find("model.vocab_file: "), std::string::npos) << errors[0];
+  EXPECT_NE(errors[0].find("has 30522 tokens but bert_config vocab_size is 100"),
+            std::string::npos)
+      << errors[0];
+}
+
+TEST(ClosestMatch, SuggestsOnlyNearKeys) {
+  EXPECT_EQ(closest_match("learning_rat", {"learning_rate", "warmup_proportion"}),
+            "learning_rate");
+  EXPECT_EQ(closest_match("batch_size", {"train_batch_size", "eval_batch_size"}),
+            "train_batch_size");
+  EXPECT_FALSE(closest_match("zzzzzz", {"learning_rate", "seed"}).has_value());
+}
+
+}  // namespace
+}  // namespace bertlab
