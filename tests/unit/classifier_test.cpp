@@ -113,6 +113,9 @@ TEST(ClassifierTsv, InvalidUtf8NamesLine) {
   write_file(dir / "bad.tsv", "ok\tfine\nsecond\nthird \xFF byte\n");
   const std::string message = data_error_of([&] { read_tsv(dir / "bad.tsv"); });
   EXPECT_NE(message.find("bad.tsv:3:"), std::string::npos) << message;
+  write_file(dir / "crlf.tsv", "a\r\nb\r\n\xC3(\r\n");
+  const std::string crlf = data_error_of([&] { read_tsv(dir / "crlf.tsv"); });
+  EXPECT_NE(crlf.find("crlf.tsv:3:"), std::string::npos) << crlf;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -597,6 +600,21 @@ TEST(ClassifierTask, PrepareTrainAndEvaluate) {
   const Batch eval_batch = collate(task.eval_features(), all, c10::Device(c10::kCPU));
   const double whole = task.compute_loss(*model, eval_batch).loss.item<double>();
   EXPECT_NEAR(metrics[1].second, whole, 1e-6);
+}
+
+TEST(ClassifierTask, SparseEmbeddingGradient) {
+  const BertConfig config = tiny_config();
+  ClassifierTask task = make_mrpc_task("dev");
+  TaskContext ctx;
+  ctx.bert_config = &config;
+  ctx.tokenizer = &uncased_tokenizer();
+  task.prepare(ctx);
+  auto model = task.create_model(config, /*sparse_embeddings=*/true);
+  task.compute_loss(*model, task.make_train_batch({1, 2}, c10::Device(c10::kCPU))).loss.backward();
+  const at::Tensor grad =
+      model->named_parameters()["bert.embeddings.word_embeddings.weight"].grad();
+  ASSERT_TRUE(grad.defined());
+  EXPECT_TRUE(grad.is_sparse());
 }
 
 TEST(ClassifierTask, EvalSplitTrainUsesTrainingExamples) {

@@ -117,8 +117,8 @@ TEST(GradientSet, ScaleAndClip) {
 
 struct TinyModelImpl : torch::nn::Module {
   TinyModelImpl() {
-    emb = register_module("emb", torch::nn::Embedding(
-                                     torch::nn::EmbeddingOptions(5, 3).sparse(true)));
+    emb = register_module("emb",
+                          torch::nn::Embedding(torch::nn::EmbeddingOptions(5, 3).sparse(true)));
     proj = register_module("proj", torch::nn::Linear(3, 2));
     unused = register_module("unused", torch::nn::Linear(2, 2));
   }

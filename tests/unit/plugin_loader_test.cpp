@@ -124,7 +124,7 @@ TEST(PluginLoader, DuplicateNamesBothFiles) {
 
 TEST(PluginLoader, AFileThatIsNotASharedLibraryGivesTheLoadersReason) {
   testing::TempDir dir;
-  testing::write_file(dir / "libbertlab_fake.so", "this is not an ELF file\n");
+  testing::write_file(dir / "libbertlab_fake.so", std::string(200, '#') + "\nnot an ELF file\n");
   auto r = run_bertlab({"plugins", "--plugin-dir", dir.path().string()});
   EXPECT_EQ(r.exit_code, 2);
   const std::string expected =

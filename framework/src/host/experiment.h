@@ -30,7 +30,8 @@ struct Location {
 struct Setting {
   std::optional<OptionValue> value;  ///< nullopt when the TOML value is not a scalar
   std::string toml_type;             ///< "integer", "float", "string", "boolean", "table", ...
-  Location loc;
+  Location loc;                      ///< where the key is written
+  Location value_loc;                ///< where the value is written
 };
 
 struct SectionData {

@@ -34,6 +34,14 @@ Location location_of(const toml::node& node, const std::string& origin) {
                   static_cast<int64_t>(src.begin.column), false};
 }
 
+/// The key's own position (toml++ records one for keys), else its value's.
+Location key_location(const toml::key& key, const toml::node& value, const std::string& origin) {
+  const auto& src = key.source();
+  if (src.begin.line == 0) return location_of(value, origin);
+  return Location{origin, static_cast<int64_t>(src.begin.line),
+                  static_cast<int64_t>(src.begin.column), false};
+}
+
 const char* toml_type_name(const toml::node& node) {
   switch (node.type()) {
     case toml::node_type::table: return "table";
@@ -51,6 +59,8 @@ const char* toml_type_name(const toml::node& node) {
 
 Setting to_setting(const toml::node& node, Location loc) {
   Setting s;
+  s.value_loc = node.source().begin.line > 0 ? location_of(node, loc.origin) : loc;
+  s.value_loc.from_set = loc.from_set;
   s.loc = std::move(loc);
   s.toml_type = toml_type_name(node);
   if (auto v = node.as_boolean()) {
@@ -72,7 +82,7 @@ SectionData read_section(const toml::table& table, const std::string& origin) {
   data.present = true;
   data.loc = location_of(table, origin);
   for (const auto& [key, node] : table) {
-    data.keys[std::string(key.str())] = to_setting(node, location_of(node, origin));
+    data.keys[std::string(key.str())] = to_setting(node, key_location(key, node, origin));
   }
   return data;
 }
@@ -83,7 +93,7 @@ void read_variant(const toml::table& table, const std::string& origin, size_t in
   variant.loc = location_of(table, origin);
   for (const auto& [key_node, node] : table) {
     const std::string key(key_node.str());
-    Location loc = location_of(node, origin);
+    Location loc = key_location(key_node, node, origin);
     if (key == "name") {
       if (auto name = node.as_string()) {
         variant.name = name->get();
@@ -168,7 +178,7 @@ ExperimentFile parse_experiment_file(const fs::path& path) {
         continue;
       }
       for (const auto& [ck, cnode] : *table) {
-        Location cloc = location_of(cnode, origin);
+        Location cloc = key_location(ck, cnode, origin);
         if (ck.str() == "reference") {
           out.reference = to_setting(cnode, cloc);
           if (!cnode.is_string()) {
@@ -247,9 +257,9 @@ SetOverride parse_set_argument(const std::string& argument) {
   } catch (const toml::parse_error&) {
     out.setting.value = text;
     out.setting.toml_type = "string";
-    out.setting.loc = loc;
   }
   out.setting.loc = loc;
+  out.setting.value_loc = loc;
   return out;
 }
 

@@ -177,12 +177,12 @@ std::map<std::string, OptionValue> validate_section(const SectionCheck& check,
     }
     auto value = convert(*decl, setting);
     if (!value) {
-      diag.add(setting.loc, check.section, key,
+      diag.add(setting.value_loc, check.section, key,
                fmt::format("must be {}, got {}", type_phrase(decl->type), value_phrase(setting)));
       continue;
     }
     if (auto problem = check_value(*decl, *value)) {
-      diag.add(setting.loc, check.section, key, *problem);
+      diag.add(setting.value_loc, check.section, key, *problem);
       continue;
     }
     if (decl->type == OptionType::kPath) {
@@ -195,7 +195,7 @@ std::map<std::string, OptionValue> validate_section(const SectionCheck& check,
         bool ok = decl->path_is_directory ? fs::is_directory(resolved, ec)
                                           : fs::is_regular_file(resolved, ec);
         if (!ok) {
-          diag.add(setting.loc, check.section, key,
+          diag.add(setting.value_loc, check.section, key,
                    fmt::format("{} not found: {}", decl->path_is_directory ? "folder" : "file",
                                resolved.string()));
           continue;
@@ -251,7 +251,7 @@ ResolvedComponent resolve_component(ComponentKind kind, const std::string& secti
   }
   const Setting& plugin = plugin_it->second;
   if (!plugin.value || !std::holds_alternative<std::string>(*plugin.value)) {
-    diag.add(plugin.loc, section, "plugin",
+    diag.add(plugin.value_loc, section, "plugin",
              fmt::format("must be a string naming a {} plugin, got {}", to_string(kind),
                          value_phrase(plugin)));
     return out;
@@ -261,7 +261,7 @@ ResolvedComponent resolve_component(ComponentKind kind, const std::string& secti
   if (out.component == nullptr) {
     auto names = registry.names(kind);
     auto close = closest_match(out.plugin, names);
-    diag.add(plugin.loc, section, "plugin",
+    diag.add(plugin.value_loc, section, "plugin",
              fmt::format("unknown {} plugin '{}'{}; known {} plugins: {} (add a folder with "
                          "--plugin-dir or BERTLAB_PLUGIN_PATH for others)",
                          to_string(kind), out.plugin,

@@ -6,6 +6,8 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
+#include <dlfcn.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +18,22 @@ namespace bertlab {
 namespace fs = std::filesystem;
 
 const char* host_abi_tag() { return BERTLAB_ABI_TAG; }
+
+namespace {
+
+/// The dynamic loader's own words for why `file` does not load (Boost.DLL wraps them in a
+/// longer message).
+std::string loader_reason(const fs::path& file, const std::string& fallback) {
+  void* handle = ::dlopen(file.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle != nullptr) {
+    ::dlclose(handle);
+    return fallback;
+  }
+  const char* reason = ::dlerror();
+  return reason != nullptr ? reason : fallback;
+}
+
+}  // namespace
 
 PluginHost::PluginHost() = default;
 PluginHost::~PluginHost() = default;
@@ -88,7 +106,7 @@ void PluginHost::load_file(const fs::path& file) {
     library->load(file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::exception& e) {
     throw PluginError(fmt::format("{}: cannot be loaded as a shared library: {}", where,
-                                  e.what()));
+                                  loader_reason(file, e.what())));
   }
   // Kept loaded even when the checks below fail: a register function that threw may already have
   // registered factories that point into the library.

@@ -71,8 +71,7 @@ torch::nn::Linear make_linear(torch::nn::Module& parent, const std::string& name
 
 torch::nn::LayerNorm make_layer_norm(torch::nn::Module& parent, int64_t width) {
   return parent.register_module(
-      "LayerNorm",
-      torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(kLayerNormEps)));
+      "LayerNorm", torch::nn::LayerNorm(torch::nn::LayerNormOptions({width}).eps(kLayerNormEps)));
 }
 
 }  // namespace
@@ -102,7 +101,7 @@ class BertLayerImpl : public torch::nn::Module {
     output_norm_ = make_layer_norm(*output, h);
   }
 
-  /// x: [batch, seq, hidden]; mask_bias: [batch * heads, seq, seq], 0 or -10000.
+  /// x: [batch, seq, hidden]; mask_bias: [batch * heads, 1, seq], 0 or -10000 per key.
   at::Tensor forward(const at::Tensor& x, const at::Tensor& mask_bias) {
     const int64_t batch = x.size(0);
     const int64_t seq = x.size(1);
@@ -153,12 +152,12 @@ class BertLayerImpl : public torch::nn::Module {
 BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c, bool sparse_word_embeddings) {
   word_embeddings = register_module(
       "word_embeddings",
-      torch::nn::Embedding(torch::nn::EmbeddingOptions(c.vocab_size, c.hidden_size)
-                               .sparse(sparse_word_embeddings)));
+      torch::nn::Embedding(
+          torch::nn::EmbeddingOptions(c.vocab_size, c.hidden_size).sparse(sparse_word_embeddings)));
   position_embeddings = register_module(
       "position_embeddings", torch::nn::Embedding(c.max_position_embeddings, c.hidden_size));
-  token_type_embeddings = register_module(
-      "token_type_embeddings", torch::nn::Embedding(c.type_vocab_size, c.hidden_size));
+  token_type_embeddings = register_module("token_type_embeddings",
+                                          torch::nn::Embedding(c.type_vocab_size, c.hidden_size));
   LayerNorm = make_layer_norm(*this, c.hidden_size);
   dropout = register_module("dropout", torch::nn::Dropout(c.hidden_dropout_prob));
 }
@@ -171,8 +170,7 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids,
                 "sequence length {} exceeds max_position_embeddings {}; shorten max_seq_length",
                 seq, max_positions);
   at::Tensor words = at::embedding(word_embeddings->weight, input_ids, /*padding_idx=*/-1,
-                                   /*scale_grad_by_freq=*/false,
-                                   word_embeddings->options.sparse());
+                                   /*scale_grad_by_freq=*/false, word_embeddings->options.sparse());
   at::Tensor types = at::embedding(token_type_embeddings->weight, token_type_ids);
   // Google slices the position table rather than looking positions up: [seq, hidden].
   at::Tensor positions = position_embeddings->weight.narrow(0, 0, seq);
@@ -182,8 +180,7 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids,
       at::layer_norm(sum, {sum.size(-1)}, LayerNorm->weight, LayerNorm->bias, kLayerNormEps));
 }
 
-BertModelImpl::BertModelImpl(const BertConfig& config, bool sparse_embeddings)
-    : config_(config) {
+BertModelImpl::BertModelImpl(const BertConfig& config, bool sparse_embeddings) : config_(config) {
   config_.validate();
   embeddings_ = register_module("embeddings", BertEmbeddings(config_, sparse_embeddings));
   auto encoder = add_scope(*this, "encoder");
@@ -203,15 +200,16 @@ BertOutput BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor&
   const int64_t batch = input_ids.size(0);
   const int64_t seq = input_ids.size(1);
   const auto long_options = input_ids.options().dtype(at::kLong);
-  at::Tensor types = token_type_ids.defined() ? token_type_ids : at::zeros({batch, seq}, long_options);
+  at::Tensor types =
+      token_type_ids.defined() ? token_type_ids : at::zeros({batch, seq}, long_options);
   BERTLAB_CHECK(types.sizes() == input_ids.sizes(),
                 "token_type_ids {} must have the shape of input_ids {}", shape_str(types.sizes()),
                 shape_str(input_ids.sizes()));
 
   at::Tensor hidden = embeddings_->forward(input_ids, types);
 
-  // (1 - mask) * -10000 as Google's attention_layer, broadcast once to the layout of the
-  // scores ([batch * heads, seq_q, seq_k]) and shared by every layer.
+  // (1 - mask) * -10000 as Google's attention_layer, laid out once for the scores
+  // ([batch * heads, seq_q, seq_k]) and shared by every layer.
   const int64_t heads = config_.num_attention_heads;
   at::Tensor mask_bias;
   if (attention_mask.defined()) {
@@ -223,7 +221,8 @@ BertOutput BertModelImpl::forward(const at::Tensor& input_ids, const at::Tensor&
   } else {
     mask_bias = at::zeros({batch, 1, 1, seq}, hidden.options());
   }
-  mask_bias = mask_bias.expand({batch, heads, seq, seq}).reshape({batch * heads, seq, seq});
+  // [batch * heads, 1, seq_k]: baddbmm broadcasts it over the query rows.
+  mask_bias = mask_bias.expand({batch, heads, 1, seq}).reshape({batch * heads, 1, seq});
 
   for (const auto& layer : layers_) hidden = layer->forward(hidden, mask_bias);
 
@@ -249,8 +248,7 @@ void truncated_normal_(at::Tensor& t, double stddev) {
 }  // namespace
 
 void init_bert_weights(torch::nn::Module& module, double initializer_range) {
-  BERTLAB_CHECK(initializer_range > 0, "initializer_range must be > 0, got {}",
-                initializer_range);
+  BERTLAB_CHECK(initializer_range > 0, "initializer_range must be > 0, got {}", initializer_range);
   c10::NoGradGuard no_grad;
   module.apply([&](torch::nn::Module& m) {
     if (auto* lin = m.as<torch::nn::Linear>()) {

@@ -19,8 +19,8 @@ enum class FieldType { kInt, kFloat, kString };
 // The activations Google's get_activation() knows, plus Hugging Face's names for the tanh
 // approximation of GELU.
 const std::vector<std::string>& known_activations() {
-  static const std::vector<std::string> names = {"gelu", "gelu_new", "gelu_tanh", "relu",
-                                                 "tanh", "linear"};
+  static const std::vector<std::string> names = {"gelu", "gelu_new", "gelu_tanh",
+                                                 "relu", "tanh",     "linear"};
   return names;
 }
 
@@ -53,8 +53,7 @@ const std::vector<Field>& fields() {
 
 const Field* find_field(const std::string& key) {
   const auto& table = fields();
-  auto it = std::find_if(table.begin(), table.end(),
-                         [&](const Field& f) { return key == f.key; });
+  auto it = std::find_if(table.begin(), table.end(), [&](const Field& f) { return key == f.key; });
   return it == table.end() ? nullptr : &*it;
 }
 
@@ -75,8 +74,8 @@ const char* type_name(FieldType type) {
 BertConfig BertConfig::from_json_file(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) {
-    throw ConfigError(fmt::format("{}: cannot open the BERT config file; check bert_config_file",
-                                  path.string()));
+    throw ConfigError(
+        fmt::format("{}: cannot open the BERT config file; check bert_config_file", path.string()));
   }
   nlohmann::json json;
   try {
@@ -122,8 +121,8 @@ BertConfig BertConfig::from_json_file(const std::filesystem::path& path) {
 std::vector<OptionDecl> BertConfig::field_options() {
   const BertConfig d;
   std::vector<OptionDecl> decls;
-  decls.push_back(int_option("vocab_size", d.vocab_size, "size of the WordPiece vocabulary")
-                      .at_least(1));
+  decls.push_back(
+      int_option("vocab_size", d.vocab_size, "size of the WordPiece vocabulary").at_least(1));
   decls.push_back(int_option("hidden_size", d.hidden_size, "width of the encoder").at_least(1));
   decls.push_back(
       int_option("num_hidden_layers", d.num_hidden_layers, "number of Transformer layers")
@@ -131,9 +130,9 @@ std::vector<OptionDecl> BertConfig::field_options() {
   decls.push_back(int_option("num_attention_heads", d.num_attention_heads,
                              "attention heads per layer; must divide hidden_size")
                       .at_least(1));
-  decls.push_back(int_option("intermediate_size", d.intermediate_size,
-                             "width of the feed-forward layer")
-                      .at_least(1));
+  decls.push_back(
+      int_option("intermediate_size", d.intermediate_size, "width of the feed-forward layer")
+          .at_least(1));
   decls.push_back(string_option("hidden_act", d.hidden_act,
                                 "feed-forward activation (gelu is the exact erf form)")
                       .one_of(known_activations()));
@@ -146,9 +145,9 @@ std::vector<OptionDecl> BertConfig::field_options() {
   decls.push_back(int_option("max_position_embeddings", d.max_position_embeddings,
                              "longest sequence the position embeddings cover")
                       .at_least(1));
-  decls.push_back(int_option("type_vocab_size", d.type_vocab_size,
-                             "number of token types (segments)")
-                      .at_least(1));
+  decls.push_back(
+      int_option("type_vocab_size", d.type_vocab_size, "number of token types (segments)")
+          .at_least(1));
   decls.push_back(float_option("initializer_range", d.initializer_range,
                                "stddev of the truncated-normal weight initializer")
                       .above(0));
@@ -193,7 +192,8 @@ void BertConfig::set_field(const std::string& key, const OptionValue& value) {
 void BertConfig::validate() const {
   std::vector<std::string> problems;
   auto positive = [&](const char* key, int64_t value) {
-    if (value < 1) problems.push_back(fmt::format("BERT config: {} must be >= 1, got {}", key, value));
+    if (value < 1)
+      problems.push_back(fmt::format("BERT config: {} must be >= 1, got {}", key, value));
   };
   positive("vocab_size", vocab_size);
   positive("hidden_size", hidden_size);
@@ -203,10 +203,10 @@ void BertConfig::validate() const {
   positive("max_position_embeddings", max_position_embeddings);
   positive("type_vocab_size", type_vocab_size);
   if (hidden_size >= 1 && num_attention_heads >= 1 && hidden_size % num_attention_heads != 0) {
-    problems.push_back(fmt::format(
-        "BERT config: hidden_size ({}) must be a multiple of num_attention_heads ({}); "
-        "change one of them",
-        hidden_size, num_attention_heads));
+    problems.push_back(
+        fmt::format("BERT config: hidden_size ({}) must be a multiple of num_attention_heads ({}); "
+                    "change one of them",
+                    hidden_size, num_attention_heads));
   }
   auto probability = [&](const char* key, double value) {
     if (!(value >= 0.0 && value < 1.0)) {

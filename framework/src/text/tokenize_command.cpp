@@ -54,9 +54,10 @@ class LineWriter {
     }
     if (id < 0) {
       // Google's convert_tokens_to_ids fails on it too (KeyError).
-      throw DataError(fmt::format("line {}: an unknown word became '{}', which is not in the "
-                                  "vocabulary; add it to vocab.txt",
-                                  line_number_, piece));
+      throw DataError(
+          fmt::format("line {}: an unknown word became '{}', which is not in the "
+                      "vocabulary; add it to vocab.txt",
+                      line_number_, piece));
     }
     fmt::format_to(std::back_inserter(buffer_), "{}", id);
   }

@@ -2,6 +2,7 @@
 #include <bertlab/text/tokenizer.h>
 #include <utf8proc.h>
 
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <fstream>
@@ -64,8 +65,7 @@ utf8proc_category_t category_of(CodePoint cp) {
 bool is_unicode_punctuation(utf8proc_category_t cat) {
   return cat == UTF8PROC_CATEGORY_PC || cat == UTF8PROC_CATEGORY_PD ||
          cat == UTF8PROC_CATEGORY_PS || cat == UTF8PROC_CATEGORY_PE ||
-         cat == UTF8PROC_CATEGORY_PI || cat == UTF8PROC_CATEGORY_PF ||
-         cat == UTF8PROC_CATEGORY_PO;
+         cat == UTF8PROC_CATEGORY_PI || cat == UTF8PROC_CATEGORY_PF || cat == UTF8PROC_CATEGORY_PO;
 }
 
 // _is_chinese_char: Google's exact CJK ranges (not all of CJK: no Hangul, kana or Ext. G+).
@@ -98,14 +98,12 @@ bool is_case_ignorable(CodePoint cp) {
     default:
       break;
   }
-  switch (cp) {
-    case 0x0027: case 0x002E: case 0x003A: case 0x00B7: case 0x0387: case 0x055F:
-    case 0x05F4: case 0x2018: case 0x2019: case 0x2024: case 0x2027: case 0xFE13:
-    case 0xFE52: case 0xFE55: case 0xFF07: case 0xFF0E: case 0xFF1A:
-      return true;
-    default:
-      return false;
-  }
+  // Word_Break MidLetter, MidNumLet and Single_Quote (WordBreakProperty.txt).
+  static constexpr CodePoint kWordBreakIgnorable[] = {
+      0x0027, 0x002E, 0x003A, 0x00B7, 0x0387, 0x055F, 0x05F4, 0x2018, 0x2019,
+      0x2024, 0x2027, 0xFE13, 0xFE52, 0xFE55, 0xFF07, 0xFF0E, 0xFF1A};
+  return std::find(std::begin(kWordBreakIgnorable), std::end(kWordBreakIgnorable), cp) !=
+         std::end(kWordBreakIgnorable);
 }
 
 // Unicode's Cased: Lu, Ll, Lt, anything with a case mapping, and the few Other_Lowercase /
@@ -128,8 +126,8 @@ bool is_cased(CodePoint cp) {
 // UTF-8.
 
 [[noreturn]] void throw_invalid_utf8(std::string_view text, const char* at) {
-  throw DataError(fmt::format("invalid UTF-8 at byte offset {} of the text to tokenize",
-                              at - text.data()));
+  throw DataError(
+      fmt::format("invalid UTF-8 at byte offset {} of the text to tokenize", at - text.data()));
 }
 
 // Decodes the code point at `p`; returns its length in bytes, or throws for invalid UTF-8.
@@ -163,14 +161,14 @@ void append_utf8(std::string& out, CodePoint cp) {
 // takes the next free set, so a visitor that tokenizes again gets a set of its own.
 
 struct Scratch {
-  std::string word;                  // the current whitespace token, cleaned (UTF-8)
-  std::vector<CodePoint> chars;      // word, decoded
-  std::string lowered;               // word after str.lower()
+  std::string word;              // the current whitespace token, cleaned (UTF-8)
+  std::vector<CodePoint> chars;  // word, decoded
+  std::string lowered;           // word after str.lower()
   std::vector<CodePoint> decomposed = std::vector<CodePoint>(64);  // NFD of lowered
-  std::string stripped;              // decomposed without Mn (UTF-8)
-  std::vector<uint32_t> offsets;     // [code point] -> byte offset in a WordPiece word, + end
-  std::string probe;                 // "##" + the WordPiece word
-  std::vector<int64_t> pieces;       // ids matched so far in a WordPiece word
+  std::string stripped;                                            // decomposed without Mn (UTF-8)
+  std::vector<uint32_t> offsets;  // [code point] -> byte offset in a WordPiece word, + end
+  std::string probe;              // "##" + the WordPiece word
+  std::vector<int64_t> pieces;    // ids matched so far in a WordPiece word
 };
 
 struct ScratchPool {
@@ -327,24 +325,64 @@ void split_on_python_space(std::string_view text, Visit&& visit) {
 // ---------------------------------------------------------------------------------------------
 // Vocab
 
-Vocab::Vocab(const Vocab& other) : tokens_(other.tokens_) { build_index(); }
+namespace {
 
-Vocab& Vocab::operator=(const Vocab& other) {
-  if (this != &other) {
-    tokens_ = other.tokens_;
-    build_index();
+// A 64-bit hash of a short byte string: eight bytes per multiply, then a murmur3 finalizer.
+uint64_t hash_token(std::string_view token) {
+  constexpr uint64_t kMultiplier = 0x9E3779B97F4A7C15ULL;
+  uint64_t h = token.size() * kMultiplier;
+  const char* p = token.data();
+  size_t left = token.size();
+  for (; left >= 8; p += 8, left -= 8) {
+    uint64_t block;
+    std::memcpy(&block, p, 8);
+    h = (h ^ block) * kMultiplier;
+    h ^= h >> 29;
   }
-  return *this;
+  if (left > 0) {
+    uint64_t block = 0;
+    std::memcpy(&block, p, left);
+    h = (h ^ block) * kMultiplier;
+  }
+  h ^= h >> 33;
+  h *= 0xFF51AFD7ED558CCDULL;
+  h ^= h >> 33;
+  h *= 0xC4CEB9FE1A85EC53ULL;
+  h ^= h >> 33;
+  return h;
 }
 
+}  // namespace
+
 void Vocab::build_index() {
-  ids_.clear();
-  ids_.reserve(tokens_.size());
+  if (tokens_.size() > static_cast<size_t>(INT32_MAX / 2)) {
+    throw DataError(fmt::format("vocabulary of {} tokens is too large", tokens_.size()));
+  }
+  pool_.clear();
+  offsets_.clear();
+  offsets_.reserve(tokens_.size() + 1);
   max_token_bytes_ = 0;
+  for (const auto& token : tokens_) {
+    offsets_.push_back(static_cast<uint32_t>(pool_.size()));
+    pool_ += token;
+    max_token_bytes_ = std::max(max_token_bytes_, token.size());
+  }
+  offsets_.push_back(static_cast<uint32_t>(pool_.size()));
+
+  size_t capacity = 16;
+  while (capacity < 2 * tokens_.size()) capacity *= 2;
+  slots_.assign(capacity, Slot{});
+  const size_t mask = capacity - 1;
   for (size_t i = 0; i < tokens_.size(); ++i) {
-    // Assignment, not emplace: Google's load_vocab lets a later duplicate line win.
-    ids_[tokens_[i]] = static_cast<int64_t>(i);
-    max_token_bytes_ = std::max(max_token_bytes_, tokens_[i].size());
+    const std::string& token = tokens_[i];
+    const uint64_t hash = hash_token(token);
+    size_t at = hash & mask;
+    while (slots_[at].id >= 0 && !(slots_[at].hash == static_cast<uint32_t>(hash) &&
+                                   tokens_[static_cast<size_t>(slots_[at].id)] == token)) {
+      at = (at + 1) & mask;
+    }
+    // A duplicate takes over its earlier line's slot: Google's load_vocab lets the later win.
+    slots_[at] = Slot{static_cast<uint32_t>(hash), static_cast<int32_t>(i)};
   }
 }
 
@@ -382,9 +420,10 @@ std::string_view python_strip(std::string_view line) {
 Vocab Vocab::load(const std::filesystem::path& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) {
-    throw DataError(fmt::format("vocabulary file {} is a directory; vocab_file must name "
-                                "vocab.txt itself",
-                                path.string()));
+    throw DataError(
+        fmt::format("vocabulary file {} is a directory; vocab_file must name "
+                    "vocab.txt itself",
+                    path.string()));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -407,39 +446,51 @@ Vocab Vocab::load(const std::filesystem::path& path) {
     if (end == std::string::npos) end = content.size();
     const std::string_view line(content.data() + start, end - start);
     if (const auto bad = find_invalid_utf8(line)) {
-      throw DataError(fmt::format("{}:{}: byte offset {}: invalid UTF-8; the vocabulary must be "
-                                  "UTF-8 text",
-                                  path.string(), tokens.size() + 1, *bad));
+      throw DataError(
+          fmt::format("{}:{}: byte offset {}: invalid UTF-8; the vocabulary must be "
+                      "UTF-8 text",
+                      path.string(), tokens.size() + 1, *bad));
     }
     tokens.emplace_back(python_strip(line));
     start = end + 1;
   }
   if (tokens.empty()) {
-    throw DataError(fmt::format("vocabulary file {} is empty; expected one token per line",
-                                path.string()));
+    throw DataError(
+        fmt::format("vocabulary file {} is empty; expected one token per line", path.string()));
   }
   return from_tokens(std::move(tokens));
 }
 
 std::optional<int64_t> Vocab::find(std::string_view token) const {
-  const auto it = ids_.find(token);
-  if (it == ids_.end()) return std::nullopt;
-  return it->second;
+  if (slots_.empty()) return std::nullopt;
+  const uint64_t hash = hash_token(token);
+  const size_t mask = slots_.size() - 1;
+  for (size_t at = hash & mask;; at = (at + 1) & mask) {
+    const Slot slot = slots_[at];
+    if (slot.id < 0) return std::nullopt;
+    if (slot.hash != static_cast<uint32_t>(hash)) continue;
+    const auto id = static_cast<size_t>(slot.id);
+    const size_t begin = offsets_[id];
+    if (offsets_[id + 1] - begin == token.size() &&
+        std::memcmp(pool_.data() + begin, token.data(), token.size()) == 0) {
+      return slot.id;
+    }
+  }
 }
 
 int64_t Vocab::id(std::string_view token) const {
   const auto found = find(token);
   if (!found) {
-    throw DataError(fmt::format("token '{}' is not in the vocabulary ({} tokens)", token,
-                                tokens_.size()));
+    throw DataError(
+        fmt::format("token '{}' is not in the vocabulary ({} tokens)", token, tokens_.size()));
   }
   return *found;
 }
 
 const std::string& Vocab::token(int64_t id) const {
   if (id < 0 || id >= size()) {
-    throw DataError(fmt::format("token id {} is outside the vocabulary (ids 0 to {})", id,
-                                size() - 1));
+    throw DataError(
+        fmt::format("token id {} is outside the vocabulary (ids 0 to {})", id, size() - 1));
   }
   return tokens_[static_cast<size_t>(id)];
 }
@@ -468,8 +519,7 @@ std::optional<size_t> find_invalid_utf8(std::string_view text) {
     // utf8proc_iterate applies Unicode's well-formed table (no overlongs, surrogates or code
     // points past U+10FFFF), as Python's strict codec, and fails at the sequence's first byte.
     CodePoint cp;
-    const auto n =
-        utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(p), end - p, &cp);
+    const auto n = utf8proc_iterate(reinterpret_cast<const utf8proc_uint8_t*>(p), end - p, &cp);
     if (n <= 0) return static_cast<size_t>(p - begin);
     p += n;
   }
@@ -518,8 +568,7 @@ void BasicTokenizer::for_each_token(
     const auto cat = category_of(cp);
     if (cp == kReplacementChar || cat == UTF8PROC_CATEGORY_CC || cat == UTF8PROC_CATEGORY_CF) {
       // _clean_text drops U+FFFD and _is_control's Cc/Cf (its \t \n \r exception is ASCII).
-    } else if (cat == UTF8PROC_CATEGORY_ZS || cp == kLineSeparator ||
-               cp == kParagraphSeparator) {
+    } else if (cat == UTF8PROC_CATEGORY_ZS || cp == kLineSeparator || cp == kParagraphSeparator) {
       // Zs is _is_whitespace; U+2028/U+2029 survive _clean_text but str.split() splits on them.
       flush();
     } else if (is_cjk(cp)) {
@@ -598,13 +647,12 @@ void WordpieceTokenizer::for_each_piece(
     s.pieces.push_back(*found);
     start = end;
   }
-  for (const int64_t id : s.pieces) visit(vocab_->tokens()[static_cast<size_t>(id)], id);
+  for (const int64_t id : s.pieces) visit(vocab_->token_view(id), id);
 }
 
 std::vector<std::string> WordpieceTokenizer::tokenize(std::string_view text) const {
   std::vector<std::string> pieces;
-  const std::function<void(std::string_view, int64_t)> add = [&](std::string_view piece,
-                                                                  int64_t) {
+  const std::function<void(std::string_view, int64_t)> add = [&](std::string_view piece, int64_t) {
     pieces.emplace_back(piece);
   };
   // Google's whitespace_tokenize: str.split().
@@ -638,9 +686,10 @@ std::vector<int64_t> FullTokenizer::tokenize_to_ids(std::string_view text) const
   std::vector<int64_t> ids;
   for_each_piece(text, [&](std::string_view piece, int64_t id) {
     if (id < 0) {
-      throw DataError(fmt::format("an unknown word became '{}', which is not in the vocabulary; "
-                                  "add it to vocab.txt",
-                                  piece));
+      throw DataError(
+          fmt::format("an unknown word became '{}', which is not in the vocabulary; "
+                      "add it to vocab.txt",
+                      piece));
     }
     ids.push_back(id);
   });

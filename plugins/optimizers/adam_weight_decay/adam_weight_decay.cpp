@@ -36,21 +36,67 @@ struct Coefficients {
   float beta_1, one_minus_beta_1, beta_2, one_minus_beta_2, epsilon, weight_decay, lr;
 };
 
-// One pass over a contiguous float32 parameter on the CPU: reads w, g, m, v once and writes
-// w, m, v once, where the equivalent tensor ops would make about ten passes.
+// Google's update of one element. `g_sq` is what enters v: g * g, or for scatter_duplicates the
+// sum of the squares of the duplicates.
 template <bool kDecay>
-void fused_update(float* w, const float* g, float* m, float* v, int64_t n,
-                  const Coefficients& c) {
+inline void adam_element(float& w, float& m, float& v, float g, float g_sq, const Coefficients& c) {
+  const float mi = c.beta_1 * m + c.one_minus_beta_1 * g;
+  const float vi = c.beta_2 * v + c.one_minus_beta_2 * g_sq;
+  float update = mi / (std::sqrt(vi) + c.epsilon);
+  if (kDecay) update += c.weight_decay * w;
+  w -= c.lr * update;
+  m = mi;
+  v = vi;
+}
+
+// One pass over a contiguous float32 parameter on the CPU: reads w, g, m, v once and writes
+// w, m, v once, where the equivalent tensor ops make about ten passes and allocate temporaries
+// the size of the parameter.
+template <bool kDecay>
+void fused_dense(float* w, const float* g, float* m, float* v, int64_t n, const Coefficients& c) {
   at::parallel_for(0, n, kGrainSize, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float gi = g[i];
-      const float mi = c.beta_1 * m[i] + c.one_minus_beta_1 * gi;
-      const float vi = c.beta_2 * v[i] + c.one_minus_beta_2 * (gi * gi);
-      float update = mi / (std::sqrt(vi) + c.epsilon);
-      if (kDecay) update += c.weight_decay * w[i];
-      w[i] -= c.lr * update;
-      m[i] = mi;
-      v[i] = vi;
+    for (int64_t i = begin; i < end; ++i)
+      adam_element<kDecay>(w[i], m[i], v[i], g[i], g[i] * g[i], c);
+  });
+}
+
+// Row gradients of a [rows, width] parameter: rows[k] (unique) carries sum[k] and, when
+// defined, sum_sq[k] (else sum[k]^2 enters v). Rows without a gradient get g = 0, exactly as
+// in the dense update, without materializing the dense gradient.
+struct RowGradient {
+  at::Tensor rows;    // [nnz] int64, unique
+  at::Tensor sum;     // [nnz, width] float
+  at::Tensor sum_sq;  // [nnz, width] float, or undefined
+};
+
+template <bool kDecay>
+void fused_rows(float* w, float* m, float* v, int64_t num_rows, int64_t width,
+                const RowGradient& grad, const Coefficients& c) {
+  std::vector<int64_t> position(static_cast<size_t>(num_rows), -1);  // [row] -> k, or -1
+  const int64_t* rows = grad.rows.data_ptr<int64_t>();
+  for (int64_t k = 0; k < grad.rows.numel(); ++k) position[static_cast<size_t>(rows[k])] = k;
+  const float* sum = grad.sum.data_ptr<float>();
+  const float* sum_sq = grad.sum_sq.defined() ? grad.sum_sq.data_ptr<float>() : nullptr;
+  const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(width, 1));
+  at::parallel_for(0, num_rows, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      float* wr = w + r * width;
+      float* mr = m + r * width;
+      float* vr = v + r * width;
+      const int64_t k = position[static_cast<size_t>(r)];
+      if (k < 0) {
+        for (int64_t j = 0; j < width; ++j) adam_element<kDecay>(wr[j], mr[j], vr[j], 0.f, 0.f, c);
+      } else if (sum_sq == nullptr) {
+        const float* g = sum + k * width;
+        for (int64_t j = 0; j < width; ++j) {
+          adam_element<kDecay>(wr[j], mr[j], vr[j], g[j], g[j] * g[j], c);
+        }
+      } else {
+        const float* g = sum + k * width;
+        const float* g2 = sum_sq + k * width;
+        for (int64_t j = 0; j < width; ++j)
+          adam_element<kDecay>(wr[j], mr[j], vr[j], g[j], g2[j], c);
+      }
     }
   });
 }
@@ -58,6 +104,23 @@ void fused_update(float* w, const float* g, float* m, float* v, int64_t n,
 bool fusable(const at::Tensor& t) {
   return t.device().is_cpu() && t.scalar_type() == at::kFloat && t.is_contiguous() &&
          t.layout() == at::kStrided;
+}
+
+// The update's scalars in float, for the fused CPU kernels.
+Coefficients make_coefficients(const AdamWeightDecayOptions& o, bool decay, double lr) {
+  return Coefficients{
+      static_cast<float>(o.beta_1),  static_cast<float>(1.0 - o.beta_1),
+      static_cast<float>(o.beta_2),  static_cast<float>(1.0 - o.beta_2),
+      static_cast<float>(o.epsilon), static_cast<float>(decay ? o.weight_decay_rate : 0.0),
+      static_cast<float>(lr)};
+}
+
+// Sums duplicate rows: unique rows with the sum of their values.
+std::pair<at::Tensor, at::Tensor> sum_duplicates(const at::Tensor& indices,
+                                                 const at::Tensor& values,
+                                                 const std::vector<int64_t>& shape) {
+  at::Tensor sparse = at::_sparse_coo_tensor_unsafe(indices.unsqueeze(0), values, shape).coalesce();
+  return {sparse._indices().select(0, 0), sparse._values()};
 }
 
 }  // namespace
@@ -88,8 +151,7 @@ std::vector<OptionDecl> AdamWeightDecayOptions::declarations() {
       int_option("num_warmup_steps", d.num_warmup_steps,
                  "warmup steps; -1: int(num_train_steps * warmup_proportion)")
           .at_least(-1),
-      float_option("weight_decay_rate", d.weight_decay_rate, "decoupled weight decay")
-          .at_least(0),
+      float_option("weight_decay_rate", d.weight_decay_rate, "decoupled weight decay").at_least(0),
       float_option("beta_1", d.beta_1, "first-moment decay").in_range(0, 1),
       float_option("beta_2", d.beta_2, "second-moment decay").in_range(0, 1),
       float_option("epsilon", d.epsilon, "added to sqrt(v) in the denominator").at_least(0),
@@ -167,10 +229,10 @@ void AdamWeightDecay::init(const std::vector<NamedTensor>& parameters,
                 ctx.num_train_steps);
   num_train_steps_ = ctx.num_train_steps;
   // As run_classifier.py: int(num_train_steps * warmup_proportion), truncated.
-  num_warmup_steps_ =
-      options_.num_warmup_steps >= 0
-          ? options_.num_warmup_steps
-          : static_cast<int64_t>(static_cast<double>(num_train_steps_) * options_.warmup_proportion);
+  num_warmup_steps_ = options_.num_warmup_steps >= 0
+                          ? options_.num_warmup_steps
+                          : static_cast<int64_t>(static_cast<double>(num_train_steps_) *
+                                                 options_.warmup_proportion);
   slots_.clear();
   index_.clear();
   c10::NoGradGuard no_grad;
@@ -228,10 +290,10 @@ StepStats AdamWeightDecay::step(GradientSet& grads, int64_t step) {
     Slot& slot = slots_[it->second];
     BERTLAB_CHECK(slot.param.sizes().vec() == entry.shape,
                   "adam_weight_decay: gradient of {} has the wrong shape", entry.name);
-    if (entry.is_sparse() && options_.sparse_update == SparseUpdate::kScatterDuplicates) {
-      update_scatter_duplicates(slot, entry, stats.learning_rate);
+    if (entry.is_sparse()) {
+      update_sparse(slot, entry, stats.learning_rate);
     } else {
-      update_dense(slot, entry.to_dense(), stats.learning_rate);
+      update_dense(slot, entry.dense, stats.learning_rate);
     }
   }
   return stats;
@@ -239,44 +301,63 @@ StepStats AdamWeightDecay::step(GradientSet& grads, int64_t step) {
 
 void AdamWeightDecay::update_dense(Slot& slot, const at::Tensor& grad, double lr) const {
   const auto& o = options_;
-  const double wd = slot.decay ? o.weight_decay_rate : 0.0;
   if (fusable(slot.param) && fusable(slot.m) && fusable(slot.v) && grad.device().is_cpu() &&
       grad.scalar_type() == at::kFloat) {
     const at::Tensor g = grad.contiguous();
-    const Coefficients c{static_cast<float>(o.beta_1),     static_cast<float>(1.0 - o.beta_1),
-                         static_cast<float>(o.beta_2),     static_cast<float>(1.0 - o.beta_2),
-                         static_cast<float>(o.epsilon),    static_cast<float>(wd),
-                         static_cast<float>(lr)};
-    float* w = slot.param.data_ptr<float>();
-    float* m = slot.m.data_ptr<float>();
-    float* v = slot.v.data_ptr<float>();
-    const float* gp = g.data_ptr<float>();
-    const int64_t n = slot.param.numel();
-    if (slot.decay) {
-      fused_update<true>(w, gp, m, v, n, c);
-    } else {
-      fused_update<false>(w, gp, m, v, n, c);
-    }
+    const Coefficients c = make_coefficients(o, slot.decay, lr);
+    auto run = slot.decay ? fused_dense<true> : fused_dense<false>;
+    run(slot.param.data_ptr<float>(), g.data_ptr<float>(), slot.m.data_ptr<float>(),
+        slot.v.data_ptr<float>(), slot.param.numel(), c);
     return;
   }
   // Any other device or dtype: the same arithmetic as tensor ops.
   slot.m.mul_(o.beta_1).add_(grad, 1.0 - o.beta_1);
   slot.v.mul_(o.beta_2).addcmul_(grad, grad, 1.0 - o.beta_2);
-  at::Tensor update = slot.m / slot.v.sqrt().add_(o.epsilon);
-  if (slot.decay) update.add_(slot.param, wd);
+  apply_moments(slot, lr);
+}
+
+void AdamWeightDecay::apply_moments(Slot& slot, double lr) const {
+  at::Tensor update = slot.m / slot.v.sqrt().add_(options_.epsilon);
+  if (slot.decay) update.add_(slot.param, options_.weight_decay_rate);
   slot.param.add_(update, -lr);
 }
 
-void AdamWeightDecay::update_scatter_duplicates(Slot& slot, const GradientEntry& grad,
-                                                double lr) const {
+void AdamWeightDecay::update_sparse(Slot& slot, const GradientEntry& grad, double lr) const {
   const auto& o = options_;
-  // Every row decays; then each stored row (duplicates included) adds its own share, so a row
-  // seen k times gains (1 - beta_2) * sum(u_i^2) in v instead of (1 - beta_2) * (sum u_i)^2.
+  const bool scatter = o.sparse_update == SparseUpdate::kScatterDuplicates;
+  if (fusable(slot.param) && fusable(slot.m) && fusable(slot.v) && slot.param.dim() >= 1 &&
+      grad.values.device().is_cpu() && grad.values.scalar_type() == at::kFloat) {
+    // dense: the duplicates' sum enters m and its square v, as for the densified gradient.
+    // scatter_duplicates: every stored row is added on its own, so v gains the sum of the
+    // squares of a row's duplicates instead of the square of their sum.
+    RowGradient rows;
+    std::tie(rows.rows, rows.sum) = sum_duplicates(grad.indices, grad.values, grad.shape);
+    if (scatter)
+      rows.sum_sq = sum_duplicates(grad.indices, grad.values.square(), grad.shape).second;
+    rows.rows = rows.rows.contiguous();
+    rows.sum = rows.sum.contiguous();
+    if (rows.sum_sq.defined()) rows.sum_sq = rows.sum_sq.contiguous();
+    const int64_t num_rows = slot.param.size(0);
+    const int64_t nnz = rows.rows.numel();
+    const int64_t* r = rows.rows.data_ptr<int64_t>();
+    BERTLAB_CHECK(nnz == 0 || (r[0] >= 0 && r[nnz - 1] < num_rows),
+                  "adam_weight_decay: sparse gradient of {} indexes rows outside [0, {})",
+                  grad.name, num_rows);
+    const int64_t width = num_rows == 0 ? 0 : slot.param.numel() / num_rows;
+    const Coefficients c = make_coefficients(o, slot.decay, lr);
+    auto run = slot.decay ? fused_rows<true> : fused_rows<false>;
+    run(slot.param.data_ptr<float>(), slot.m.data_ptr<float>(), slot.v.data_ptr<float>(), num_rows,
+        width, rows, c);
+    return;
+  }
+  if (!scatter) {
+    update_dense(slot, grad.to_dense(), lr);
+    return;
+  }
+  // The published form of the bug: decay every row, then scatter-add each stored row.
   slot.m.mul_(o.beta_1).index_add_(0, grad.indices, grad.values, 1.0 - o.beta_1);
   slot.v.mul_(o.beta_2).index_add_(0, grad.indices, grad.values.square(), 1.0 - o.beta_2);
-  at::Tensor update = slot.m / slot.v.sqrt().add_(o.epsilon);
-  if (slot.decay) update.add_(slot.param, o.weight_decay_rate);
-  slot.param.add_(update, -lr);
+  apply_moments(slot, lr);
 }
 
 }  // namespace bertlab::adam_weight_decay

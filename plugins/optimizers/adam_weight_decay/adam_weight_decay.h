@@ -74,12 +74,14 @@ class AdamWeightDecay : public Optimizer {
   };
 
   void update_dense(Slot& slot, const at::Tensor& grad, double lr) const;
-  void update_scatter_duplicates(Slot& slot, const GradientEntry& grad, double lr) const;
+  void update_sparse(Slot& slot, const GradientEntry& grad, double lr) const;
+  // param -= lr * (m / (sqrt(v) + epsilon) + decay * param), with tensor ops.
+  void apply_moments(Slot& slot, double lr) const;
 
   AdamWeightDecayOptions options_;
   int64_t num_train_steps_ = 0;
   int64_t num_warmup_steps_ = 0;
-  std::vector<Slot> slots_;                         // [parameter], in init() order
+  std::vector<Slot> slots_;                        // [parameter], in init() order
   std::unordered_map<std::string, size_t> index_;  // parameter name -> slot
 };
 

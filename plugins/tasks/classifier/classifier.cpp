@@ -84,8 +84,8 @@ void ClassifierTask::prepare(const TaskContext& ctx) {
   std::vector<InputExample> train = processor_->train_examples(options_.data_dir);
   const size_t train_in_files = train.size();
   keep_first(train, options_.max_train_examples);
-  BERTLAB_CHECK_AS(DataError, !train.empty(), "{}: no {} training examples in {}",
-                   processor_->name(), processor_->name(), options_.data_dir.string());
+  BERTLAB_CHECK_AS(DataError, !train.empty(), "{}: no training examples in {}", processor_->name(),
+                   options_.data_dir.string());
   train_features_ = convert_examples(train, labels_, options_.max_seq_length, tokenizer);
 
   size_t eval_in_files = 0;

@@ -51,7 +51,7 @@ class MrpcProcessor : public DataProcessor {
   std::vector<std::string> labels() const override { return kBinaryLabels; }
 
  private:
-  std::vector<InputExample> read(const fs::path& file, const char* set) const {
+  static std::vector<InputExample> read(const fs::path& file, const char* set) {
     const std::vector<TsvRow> rows = read_tsv(file);
     std::vector<InputExample> examples;
     for (size_t i = 1; i < rows.size(); ++i) {  // row 0 is the header
@@ -77,7 +77,7 @@ class ColaProcessor : public DataProcessor {
   std::vector<std::string> labels() const override { return kBinaryLabels; }
 
  private:
-  std::vector<InputExample> read(const fs::path& file, const char* set) const {
+  static std::vector<InputExample> read(const fs::path& file, const char* set) {
     const std::vector<TsvRow> rows = read_tsv(file);
     std::vector<InputExample> examples;
     for (const TsvRow& row : rows) {
@@ -103,7 +103,7 @@ class MnliProcessor : public DataProcessor {
   std::vector<std::string> labels() const override { return kNliLabels; }
 
  private:
-  std::vector<InputExample> read(const fs::path& file, const char* set) const {
+  static std::vector<InputExample> read(const fs::path& file, const char* set) {
     const std::vector<TsvRow> rows = read_tsv(file);
     std::vector<InputExample> examples;
     for (size_t i = 1; i < rows.size(); ++i) {

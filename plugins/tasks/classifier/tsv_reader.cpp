@@ -40,6 +40,16 @@ std::string read_bytes(const std::filesystem::path& path) {
   return buffer.str();
 }
 
+/// The 1-based line (as parse_tsv counts lines) of byte `offset` of `text`.
+int64_t line_of_offset(std::string_view text, size_t offset) {
+  int64_t line = 1;
+  for (size_t i = 0; i < offset; ++i) {
+    const bool crlf_first_half = text[i] == '\r' && i + 1 < text.size() && text[i + 1] == '\n';
+    if ((text[i] == '\n' || text[i] == '\r') && !crlf_first_half) ++line;
+  }
+  return line;
+}
+
 }  // namespace
 
 std::vector<TsvRow> parse_tsv(const std::string& text) {
@@ -61,17 +71,10 @@ std::vector<TsvRow> parse_tsv(const std::string& text) {
 std::vector<TsvRow> read_tsv(const std::filesystem::path& path) {
   const std::string text = read_bytes(path);
   if (const auto bad = find_invalid_utf8(text)) {
-    // Report the line of the offending byte; lines are counted as parse_tsv counts them.
-    const std::string_view before(text.data(), *bad);
-    int64_t line = 1;
-    for (size_t i = 0; i < before.size(); ++i) {
-      if (before[i] == '\n' || (before[i] == '\r' && (i + 1 >= text.size() || text[i + 1] != '\n')))
-        ++line;
-    }
     throw DataError(
-        fmt::format("{}:{}: invalid UTF-8 at byte offset {} of the file; the GLUE "
-                    "readers expect UTF-8 text",
-                    path.string(), line, *bad));
+        fmt::format("{}:{}: invalid UTF-8 at byte offset {}; the GLUE readers "
+                    "expect UTF-8 text",
+                    path.string(), line_of_offset(text, *bad), *bad));
   }
   return parse_tsv(text);
 }

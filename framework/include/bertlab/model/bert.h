@@ -88,7 +88,7 @@ class BertModelImpl : public torch::nn::Module {
   BertConfig config_;
   BertEmbeddings embeddings_{nullptr};
   std::vector<std::shared_ptr<BertLayerImpl>> layers_;  // [layer], registered as encoder.layer.N
-  torch::nn::Linear pooler_{nullptr};                    // registered as pooler.dense
+  torch::nn::Linear pooler_{nullptr};                   // registered as pooler.dense
 };
 TORCH_MODULE(BertModel);
 

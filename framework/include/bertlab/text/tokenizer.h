@@ -8,7 +8,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 namespace bertlab {
@@ -19,11 +18,6 @@ namespace bertlab {
 class Vocab {
  public:
   Vocab() = default;
-  /// Copies rebuild the lookup index, which refers into the copy's own token strings.
-  Vocab(const Vocab& other);
-  Vocab& operator=(const Vocab& other);
-  Vocab(Vocab&&) = default;
-  Vocab& operator=(Vocab&&) = default;
 
   /// Throws DataError naming the file when it cannot be read, is empty or is not UTF-8.
   static Vocab load(const std::filesystem::path& path);
@@ -35,6 +29,11 @@ class Vocab {
   int64_t id(std::string_view token) const;
   /// The token of `id`; throws DataError when `id` is outside [0, size()).
   const std::string& token(int64_t id) const;
+  /// The token of `id` for an id this vocabulary gave out (find, WordPiece); unchecked.
+  std::string_view token_view(int64_t id) const {
+    const auto i = static_cast<size_t>(id);
+    return std::string_view(pool_).substr(offsets_[i], offsets_[i + 1] - offsets_[i]);
+  }
   /// Number of lines (ids), duplicates included.
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
   /// All tokens, indexed by id.
@@ -43,12 +42,21 @@ class Vocab {
   size_t max_token_bytes() const { return max_token_bytes_; }
 
  private:
+  // One entry of the token -> id index.
+  struct Slot {
+    uint32_t hash = 0;  // low bits of the token's hash
+    int32_t id = -1;    // -1: empty
+  };
+
   void build_index();
 
   std::vector<std::string> tokens_;  // [id]
-  // Keys view into tokens_: the strings never move once the index is built (a vector move
-  // hands over its buffer), so lookups need no std::string.
-  std::unordered_map<std::string_view, int64_t> ids_;
+  // Open addressing with linear probing over a power-of-two table at most half full, and the
+  // tokens once more, back to back in pool_: WordPiece probes the index several times per word,
+  // mostly for absent strings, and a small flat table keeps each probe to few cache misses.
+  std::vector<Slot> slots_;
+  std::string pool_;               // all tokens concatenated
+  std::vector<uint32_t> offsets_;  // [id] -> start of the token in pool_; [size()] = end
   size_t max_token_bytes_ = 0;
 };
 
