@@ -2,11 +2,11 @@
 // Only this file turns exceptions into messages and exit codes: 2 for configuration and plugin
 // errors, 1 for anything else.
 
-#include <CLI/CLI.hpp>
 #include <bertlab/error.h>
 #include <bertlab/log.h>
 #include <bertlab/text/tokenizer.h>
 #include <torch/csrc/api/include/torch/version.h>
+#include <CLI/CLI.hpp>
 
 #include <cstring>
 #include <iostream>
@@ -73,7 +73,8 @@ int cmd_run(const CommonOptions& common, const std::string& file,
   log_info("config", "{}: experiment '{}', {} variant(s): {}", file, experiment.name,
            experiment.variants.size(), [&] {
              std::string names;
-             for (const auto& v : experiment.variants) names += (names.empty() ? "" : ", ") + v.name;
+             for (const auto& v : experiment.variants)
+               names += (names.empty() ? "" : ", ") + v.name;
              return names;
            }());
   std::string table = run_experiment(experiment, host);
@@ -98,12 +99,12 @@ int cmd_validate(const CommonOptions& common, const std::string& file,
 }
 
 std::string describe_option(const OptionDecl& d, bool host_key) {
-  std::string def = d.required ? "(required)"
+  std::string def = d.required        ? "(required)"
                     : d.default_value ? format_value(*d.default_value)
                                       : "";
   if (d.type == OptionType::kPath && !d.required && def == "\"\"") def = "(none)";
-  return fmt::format("  {:<28} {:<7} {:<16} {:<24} {}{}\n", d.key, to_string(d.type), def,
-                     d.rule(), d.doc, host_key ? " [host]" : "");
+  return fmt::format("  {:<28} {:<7} {:<16} {:<24} {}{}\n", d.key, to_string(d.type), def, d.rule(),
+                     d.doc, host_key ? " [host]" : "");
 }
 
 int cmd_plugins(const CommonOptions& common, const std::string& describe) {
@@ -119,9 +120,8 @@ int cmd_plugins(const CommonOptions& common, const std::string& describe) {
                                c->origin.file.string());
     }
     for (const auto& t : registry.tools()) {
-      std::cout << fmt::format("{:<10} {:<20} {:<8} {:<40} {}\n", "tool",
-                               t.group + " " + t.name, t.origin.plugin_version, t.description,
-                               t.origin.file.string());
+      std::cout << fmt::format("{:<10} {:<20} {:<8} {:<40} {}\n", "tool", t.group + " " + t.name,
+                               t.origin.plugin_version, t.description, t.origin.file.string());
     }
     return 0;
   }
@@ -130,8 +130,7 @@ int cmd_plugins(const CommonOptions& common, const std::string& describe) {
     std::vector<std::string> names;
     for (const Component* c : registry.all()) names.push_back(c->spec.name);
     auto close = closest_match(describe, names);
-    throw PluginError(fmt::format("--describe {}: no component of that name{}; known: {}",
-                                  describe,
+    throw PluginError(fmt::format("--describe {}: no component of that name{}; known: {}", describe,
                                   close ? fmt::format("; did you mean '{}'?", *close) : "",
                                   fmt::join(names, ", ")));
   }
@@ -141,12 +140,12 @@ int cmd_plugins(const CommonOptions& common, const std::string& describe) {
     std::cout << fmt::format("plugin {} {} from {}\n\n", c->origin.plugin_name,
                              c->origin.plugin_version, c->origin.file.string());
     std::cout << fmt::format("[{}] keys:\n", to_string(c->kind));
-    std::cout << fmt::format("  {:<28} {:<7} {:<16} {:<24} {}\n", "KEY", "TYPE", "DEFAULT",
-                             "RULE", "DESCRIPTION");
-    std::vector<OptionDecl> host_keys = c->kind == ComponentKind::kStrategy
-                                            ? strategy_host_options()
-                                            : std::vector<OptionDecl>{plugin_option(
-                                                  to_string(c->kind))};
+    std::cout << fmt::format("  {:<28} {:<7} {:<16} {:<24} {}\n", "KEY", "TYPE", "DEFAULT", "RULE",
+                             "DESCRIPTION");
+    std::vector<OptionDecl> host_keys =
+        c->kind == ComponentKind::kStrategy
+            ? strategy_host_options()
+            : std::vector<OptionDecl>{plugin_option(to_string(c->kind))};
     for (const auto& d : host_keys) std::cout << describe_option(d, true);
     for (const auto& d : c->spec.options) std::cout << describe_option(d, false);
     std::cout << "\n";
@@ -175,8 +174,9 @@ int run_tool(const CommonOptions& common, const std::string& group,
   if (tool == nullptr) {
     std::vector<std::string> names;
     for (const auto& t : tools) names.push_back(t.group + " " + t.name);
-    throw ConfigError(fmt::format("bertlab {} {}: no such tool; tools: {}", group, args.front(),
-                                  names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+    throw ConfigError(
+        fmt::format("bertlab {} {}: no such tool; tools: {}", group, args.front(),
+                    names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
   }
   return tool->main(std::vector<std::string>(args.begin() + 1, args.end()));
 }
@@ -202,8 +202,9 @@ int dispatch(int argc, char** argv) {
   run->add_option("--output-dir", output_dir, "results folder (default [experiment] output_dir)");
   add_plugin_dir(run);
 
-  CLI::App* validate = app.add_subcommand("validate", "check an experiment file; print each "
-                                                      "resolved variant");
+  CLI::App* validate = app.add_subcommand("validate",
+                                          "check an experiment file; print each "
+                                          "resolved variant");
   validate->add_option("experiment", file, "experiment TOML file")->required();
   validate->add_option("--variant", variants, "check only this variant (repeatable)");
   validate->add_option("--set", sets, "override SECTION.KEY=VALUE (repeatable)");

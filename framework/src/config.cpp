@@ -8,11 +8,16 @@ namespace bertlab {
 
 const char* to_string(OptionType type) {
   switch (type) {
-    case OptionType::kBool: return "bool";
-    case OptionType::kInt: return "int";
-    case OptionType::kFloat: return "float";
-    case OptionType::kString: return "string";
-    case OptionType::kPath: return "path";
+    case OptionType::kBool:
+      return "bool";
+    case OptionType::kInt:
+      return "int";
+    case OptionType::kFloat:
+      return "float";
+    case OptionType::kString:
+      return "string";
+    case OptionType::kPath:
+      return "path";
   }
   return "?";
 }
@@ -31,11 +36,21 @@ std::string format_value(const OptionValue& value) {
       std::string out = "\"";
       for (char c : v) {
         switch (c) {
-          case '"': out += "\\\""; break;
-          case '\\': out += "\\\\"; break;
-          case '\n': out += "\\n"; break;
-          case '\t': out += "\\t"; break;
-          case '\r': out += "\\r"; break;
+          case '"':
+            out += "\\\"";
+            break;
+          case '\\':
+            out += "\\\\";
+            break;
+          case '\n':
+            out += "\\n";
+            break;
+          case '\t':
+            out += "\\t";
+            break;
+          case '\r':
+            out += "\\r";
+            break;
           default:
             if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
               out += fmt::format("\\u{:04X}", static_cast<unsigned char>(c));
@@ -180,8 +195,8 @@ ConfigView::ConfigView(std::string section, std::vector<OptionDecl> decls,
     : section_(std::move(section)), decls_(std::move(decls)), values_(std::move(values)) {}
 
 const OptionValue& ConfigView::lookup(std::string_view key, OptionType expected) const {
-  auto decl = std::find_if(decls_.begin(), decls_.end(),
-                           [&](const OptionDecl& d) { return d.key == key; });
+  auto decl =
+      std::find_if(decls_.begin(), decls_.end(), [&](const OptionDecl& d) { return d.key == key; });
   BERTLAB_CHECK(decl != decls_.end(), "[{}] {}: read of an undeclared option", section_, key);
   bool compatible = decl->type == expected ||
                     (expected == OptionType::kFloat && decl->type == OptionType::kInt) ||
@@ -191,8 +206,8 @@ const OptionValue& ConfigView::lookup(std::string_view key, OptionType expected)
   reads_.insert(std::string(key));
   auto it = values_.find(std::string(key));
   if (it != values_.end()) return it->second;
-  BERTLAB_CHECK(decl->default_value.has_value(), "[{}] {}: required option has no value",
-                section_, key);
+  BERTLAB_CHECK(decl->default_value.has_value(), "[{}] {}: required option has no value", section_,
+                key);
   return *decl->default_value;
 }
 
@@ -218,9 +233,7 @@ std::filesystem::path ConfigView::get_path(std::string_view key) const {
   return std::filesystem::path(std::get<std::string>(lookup(key, OptionType::kPath)));
 }
 
-bool ConfigView::has(std::string_view key) const {
-  return values_.count(std::string(key)) > 0;
-}
+bool ConfigView::has(std::string_view key) const { return values_.count(std::string(key)) > 0; }
 
 std::vector<std::string> ConfigView::unread_keys() const {
   std::vector<std::string> out;

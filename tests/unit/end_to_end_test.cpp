@@ -42,9 +42,9 @@ class EndToEnd : public ::testing::Test {
   // One run shared by the tests that read its outputs (training twice would double the time).
   static void SetUpTestSuite() {
     dir_ = new TempDir();
-    result_ = new testing::CommandResult(run_bertlab(
-        {"run", data_path("experiments/overfit.toml").string(), "--output-dir",
-         dir_->path().string()}));
+    result_ = new testing::CommandResult(
+        run_bertlab({"run", data_path("experiments/overfit.toml").string(), "--output-dir",
+                     dir_->path().string()}));
   }
   static void TearDownTestSuite() {
     delete result_;
@@ -89,8 +89,8 @@ TEST_F(EndToEnd, RunWritesEveryOutputOfEveryVariant) {
 TEST_F(EndToEnd, TheClassifierOverfits32MrpcExamples) {
   ASSERT_EQ(result_->exit_code, 0) << result_->err;
   for (const char* variant : {"dense", "sparse"}) {
-    auto results = nlohmann::json::parse(read_file(out(std::string(variant) +
-                                                       "/eval_results.json")));
+    auto results =
+        nlohmann::json::parse(read_file(out(std::string(variant) + "/eval_results.json")));
     EXPECT_DOUBLE_EQ(results["eval_accuracy"].get<double>(), 1.0) << variant << results.dump();
     EXPECT_TRUE(results.contains("f1"));
     EXPECT_TRUE(results.contains("eval_loss"));
@@ -115,8 +115,8 @@ TEST_F(EndToEnd, SparseEmbeddingGradientsGiveTheDenseUpdate) {
 TEST_F(EndToEnd, SameSeedAndOneThreadGiveIdenticalMetrics) {
   ASSERT_EQ(result_->exit_code, 0) << result_->err;
   TempDir again;
-  auto r = run_bertlab({"run", data_path("experiments/overfit.toml").string(), "--variant",
-                        "dense", "--output-dir", again.path().string()});
+  auto r = run_bertlab({"run", data_path("experiments/overfit.toml").string(), "--variant", "dense",
+                        "--output-dir", again.path().string()});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(without_timings(again.path() / "overfit/dense/metrics.jsonl"),
             without_timings(out("dense/metrics.jsonl")));
@@ -178,9 +178,9 @@ TEST(EndToEndTokenize, ReproducesTheReferenceIdsOfAll46Strings) {
     line_counts.push_back(lines);
     input += s + "\n";
   }
-  auto r = run_bertlab({"tokenize", "--vocab",
-                        data_path("vocab/bert-base-uncased/vocab.txt").string(), "--ids"},
-                       input);
+  auto r = run_bertlab(
+      {"tokenize", "--vocab", data_path("vocab/bert-base-uncased/vocab.txt").string(), "--ids"},
+      input);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   std::istringstream got(r.out);
   std::istringstream expected(read_file(data_path("tokenizer/ggml-vocab-bert-bge.gguf.out")));
@@ -198,9 +198,9 @@ TEST(EndToEndTokenize, ReproducesTheReferenceIdsOfAll46Strings) {
 }
 
 TEST(EndToEndTokenize, InvalidUtf8NamesLineAndByteOffset) {
-  auto r = run_bertlab({"tokenize", "--vocab",
-                        data_path("vocab/bert-base-uncased/vocab.txt").string()},
-                       "fine\nbad \xff byte\n");
+  auto r =
+      run_bertlab({"tokenize", "--vocab", data_path("vocab/bert-base-uncased/vocab.txt").string()},
+                  "fine\nbad \xff byte\n");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("stdin: line 2, byte offset 4: invalid UTF-8"), std::string::npos) << r.err;
 }

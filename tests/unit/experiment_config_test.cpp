@@ -242,14 +242,13 @@ strategy = { plugin = "single", clip_norm = 2.0 }
 }
 
 TEST_F(ExperimentConfig, DuplicateVariantAndUnknownReference) {
-  fs::path path = write_experiment(
-      "\n[[variant]]\nname = \"a\"\n\n[[variant]]\nname = \"a\"\n");
+  fs::path path = write_experiment("\n[[variant]]\nname = \"a\"\n\n[[variant]]\nname = \"a\"\n");
   auto errors = errors_of(path);
   ASSERT_EQ(errors.size(), 1u) << joined(errors);
   EXPECT_NE(errors[0].find("duplicate variant name 'a'"), std::string::npos) << errors[0];
 
-  fs::path path2 = write_experiment("\n[[variant]]\nname = \"a\"\n[compare]\nreference = \"b\"\n",
-                                    "exp2.toml");
+  fs::path path2 =
+      write_experiment("\n[[variant]]\nname = \"a\"\n[compare]\nreference = \"b\"\n", "exp2.toml");
   auto errors2 = errors_of(path2);
   ASSERT_EQ(errors2.size(), 1u) << joined(errors2);
   EXPECT_NE(errors2[0].find("compare.reference: no variant named 'b'"), std::string::npos);
@@ -283,14 +282,12 @@ TEST_F(ExperimentConfig, VocabularyMustFitTheEmbeddingTable) {
   auto errors = errors_of(ok, options);
   ASSERT_EQ(errors.size(), 1u) << joined(errors);
   EXPECT_NE(errors[0].find("model.vocab_file: "), std::string::npos) << errors[0];
-  EXPECT_NE(errors[0].find("has 30522 tokens but bert_config vocab_size is 100"),
-            std::string::npos)
+  EXPECT_NE(errors[0].find("has 30522 tokens but bert_config vocab_size is 100"), std::string::npos)
       << errors[0];
 }
 
 TEST(ClosestMatch, SuggestsOnlyNearKeys) {
-  EXPECT_EQ(closest_match("learning_rat", {"learning_rate", "warmup_proportion"}),
-            "learning_rate");
+  EXPECT_EQ(closest_match("learning_rat", {"learning_rate", "warmup_proportion"}), "learning_rate");
   EXPECT_EQ(closest_match("batch_size", {"train_batch_size", "eval_batch_size"}),
             "train_batch_size");
   EXPECT_FALSE(closest_match("zzzzzz", {"learning_rate", "seed"}).has_value());

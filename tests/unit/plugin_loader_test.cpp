@@ -94,21 +94,24 @@ TEST_P(BrokenPlugin, IsRefusedWithItsOwnMessageAndExitCode2) {
   auto r = run_bertlab({"plugins", "--plugin-dir", case_dir(c.name)});
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   const std::string expected = case_file(c.name) + ": " + c.message;
-  EXPECT_NE(r.err.find(expected), std::string::npos) << "expected: " << expected << "\ngot: "
-                                                     << r.err;
+  EXPECT_NE(r.err.find(expected), std::string::npos)
+      << "expected: " << expected << "\ngot: " << r.err;
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Cases, BrokenPlugin,
-    ::testing::Values(
-        BrokenCase{"no_entry", "not a bertlab plugin: it has no 'bertlab_plugin_entry' entry "
-                               "point"},
-        BrokenCase{"api_version", "plugin API version mismatch: got 42, supported version is 1"},
-        BrokenCase{"abi_tag", "plugin ABI tag mismatch: got 'gcc-4/cxx11abi-0/torch-0.4', "
-                              "expected '"},
-        BrokenCase{"register_throws", "plugin 'register_throws' failed to register its "
-                                      "components: the license server is unreachable"},
-        BrokenCase{"duplicate", "strategy 'single' is registered twice: by "}),
+    ::testing::Values(BrokenCase{"no_entry",
+                                 "not a bertlab plugin: it has no 'bertlab_plugin_entry' entry "
+                                 "point"},
+                      BrokenCase{"api_version",
+                                 "plugin API version mismatch: got 42, supported version is 1"},
+                      BrokenCase{"abi_tag",
+                                 "plugin ABI tag mismatch: got 'gcc-4/cxx11abi-0/torch-0.4', "
+                                 "expected '"},
+                      BrokenCase{"register_throws",
+                                 "plugin 'register_throws' failed to register its "
+                                 "components: the license server is unreachable"},
+                      BrokenCase{"duplicate", "strategy 'single' is registered twice: by "}),
     [](const ::testing::TestParamInfo<BrokenCase>& info) { return std::string(info.param.name); });
 
 TEST(PluginLoader, DuplicateNamesBothFiles) {

@@ -21,9 +21,9 @@ fs::path data_path(const std::string& relative) {
 TempDir::TempDir() {
   static std::atomic<int> counter{0};
   std::random_device rd;
-  path_ = fs::temp_directory_path() /
-          ("bertlab-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++) + "-" +
-           std::to_string(rd() % 100000));
+  path_ =
+      fs::temp_directory_path() / ("bertlab-test-" + std::to_string(::getpid()) + "-" +
+                                   std::to_string(counter++) + "-" + std::to_string(rd() % 100000));
   fs::create_directories(path_);
 }
 

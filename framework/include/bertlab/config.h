@@ -30,16 +30,16 @@ std::string format_value(const OptionValue& value);
 
 /// One option of a component.
 struct OptionDecl {
-  std::string key;                          ///< key within the section
-  OptionType type = OptionType::kString;    ///< declared type; an int is accepted for a float
-  std::optional<OptionValue> default_value; ///< none: required, or empty for paths
-  bool required = false;                    ///< missing key is an error
-  std::optional<double> min;                ///< inclusive lower bound (int, float)
-  std::optional<double> max;                ///< inclusive upper bound (int, float)
-  bool min_exclusive = false;               ///< the lower bound itself is not allowed
-  std::vector<std::string> allowed;         ///< allowed values (string), empty: any
-  std::string doc;                          ///< one line for --describe
-  bool path_is_directory = false;           ///< kPath: must name a directory, not a file
+  std::string key;                           ///< key within the section
+  OptionType type = OptionType::kString;     ///< declared type; an int is accepted for a float
+  std::optional<OptionValue> default_value;  ///< none: required, or empty for paths
+  bool required = false;                     ///< missing key is an error
+  std::optional<double> min;                 ///< inclusive lower bound (int, float)
+  std::optional<double> max;                 ///< inclusive upper bound (int, float)
+  bool min_exclusive = false;                ///< the lower bound itself is not allowed
+  std::vector<std::string> allowed;          ///< allowed values (string), empty: any
+  std::string doc;                           ///< one line for --describe
+  bool path_is_directory = false;            ///< kPath: must name a directory, not a file
 
   /// value >= lo and value <= hi.
   OptionDecl& in_range(double lo, double hi);

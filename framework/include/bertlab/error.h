@@ -20,8 +20,7 @@ class Error : public std::runtime_error {
 /// Holds every problem found, each already formatted as `FILE:LINE:COL: KEY: what is wrong`.
 class ConfigError : public Error {
  public:
-  explicit ConfigError(const std::string& message)
-      : Error(message), messages_{message} {}
+  explicit ConfigError(const std::string& message) : Error(message), messages_{message} {}
   explicit ConfigError(std::vector<std::string> messages);
   /// One line per problem.
   const std::vector<std::string>& messages() const { return messages_; }
@@ -45,13 +44,13 @@ class DataError : public Error {
 }  // namespace bertlab
 
 /// Throws bertlab::Error with a fmt-formatted message when `cond` is false.
-#define BERTLAB_CHECK(cond, ...)                               \
-  do {                                                         \
+#define BERTLAB_CHECK(cond, ...)                                   \
+  do {                                                             \
     if (!(cond)) throw ::bertlab::Error(fmt::format(__VA_ARGS__)); \
   } while (0)
 
 /// Same, with a chosen exception type (e.g. bertlab::DataError).
-#define BERTLAB_CHECK_AS(ErrorType, cond, ...)                 \
-  do {                                                         \
-    if (!(cond)) throw ErrorType(fmt::format(__VA_ARGS__));    \
+#define BERTLAB_CHECK_AS(ErrorType, cond, ...)              \
+  do {                                                      \
+    if (!(cond)) throw ErrorType(fmt::format(__VA_ARGS__)); \
   } while (0)

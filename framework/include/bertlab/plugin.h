@@ -36,9 +36,10 @@ inline constexpr int kPluginApiVersion = 1;
 #endif
 /// Compiler and major version, C++ ABI flag, libtorch version: a plugin built with another
 /// combination would share std:: and torch:: types with the host that do not match.
-#define BERTLAB_ABI_TAG                                                       \
-  BERTLAB_COMPILER_TAG_ "/cxx11abi-" BERTLAB_STRINGIFY(_GLIBCXX_USE_CXX11_ABI) \
-      "/torch-" BERTLAB_STRINGIFY(TORCH_VERSION_MAJOR) "." BERTLAB_STRINGIFY(TORCH_VERSION_MINOR)
+#define BERTLAB_ABI_TAG                                                               \
+  BERTLAB_COMPILER_TAG_                                                               \
+  "/cxx11abi-" BERTLAB_STRINGIFY(_GLIBCXX_USE_CXX11_ABI) "/torch-" BERTLAB_STRINGIFY( \
+      TORCH_VERSION_MAJOR) "." BERTLAB_STRINGIFY(TORCH_VERSION_MINOR)
 
 /// The host's ABI tag (what BERTLAB_ABI_TAG was when libbertlab was built).
 const char* host_abi_tag();
@@ -50,9 +51,9 @@ const char* to_string(ComponentKind kind);
 
 /// What a component tells the host about itself.
 struct ComponentSpec {
-  std::string name;                  ///< unique within its kind, e.g. "classifier"
-  std::string description;           ///< one line
-  std::vector<OptionDecl> options;   ///< the keys of its section besides the host's
+  std::string name;                 ///< unique within its kind, e.g. "classifier"
+  std::string description;          ///< one line
+  std::vector<OptionDecl> options;  ///< the keys of its section besides the host's
 };
 
 using TaskFactory = std::function<std::unique_ptr<Task>(const ConfigView&)>;
@@ -76,10 +77,10 @@ class Registry {
 /// The plain struct a plugin's entry point returns. Field order is fixed forever for
 /// api_version; the rest may change with it.
 struct PluginEntry {
-  int api_version;                            ///< kPluginApiVersion the plugin was built with
-  const char* abi_tag;                        ///< BERTLAB_ABI_TAG the plugin was built with
-  const char* name;                           ///< plugin name, e.g. "classifier"
-  const char* version;                        ///< plugin version, e.g. "0.1.0"
+  int api_version;      ///< kPluginApiVersion the plugin was built with
+  const char* abi_tag;  ///< BERTLAB_ABI_TAG the plugin was built with
+  const char* name;     ///< plugin name, e.g. "classifier"
+  const char* version;  ///< plugin version, e.g. "0.1.0"
   void (*register_components)(Registry& registry);
 };
 
@@ -89,11 +90,10 @@ struct PluginEntry {
 #define BERTLAB_PLUGIN_ENTRY_SYMBOL "bertlab_plugin_entry"
 
 /// Defines the plugin's entry point. Use once per plugin, at namespace scope.
-#define BERTLAB_PLUGIN(NAME, VERSION, REGISTER_FN)                                     \
-  extern "C" __attribute__((visibility("default"))) const ::bertlab::PluginEntry*     \
-  bertlab_plugin_entry() {                                                             \
-    static const ::bertlab::PluginEntry entry{::bertlab::kPluginApiVersion,           \
-                                              BERTLAB_ABI_TAG, NAME, VERSION,          \
-                                              REGISTER_FN};                            \
-    return &entry;                                                                     \
+#define BERTLAB_PLUGIN(NAME, VERSION, REGISTER_FN)                                                 \
+  extern "C" __attribute__((visibility("default"))) const ::bertlab::PluginEntry*                  \
+  bertlab_plugin_entry() {                                                                         \
+    static const ::bertlab::PluginEntry entry{::bertlab::kPluginApiVersion, BERTLAB_ABI_TAG, NAME, \
+                                              VERSION, REGISTER_FN};                               \
+    return &entry;                                                                                 \
   }

@@ -17,10 +17,8 @@ std::optional<double> max_parameter_difference(const std::map<std::string, at::T
   for (const auto& [name, ta] : a) {
     auto it = b.find(name);
     if (it == b.end() || !ta.sizes().equals(it->second.sizes())) return std::nullopt;
-    worst = std::max(worst, (ta.to(at::kDouble) - it->second.to(at::kDouble))
-                                .abs()
-                                .max()
-                                .item<double>());
+    worst = std::max(worst,
+                     (ta.to(at::kDouble) - it->second.to(at::kDouble)).abs().max().item<double>());
   }
   return worst;
 }
@@ -67,8 +65,8 @@ Table build_table(const ResolvedExperiment& experiment, const std::vector<Varian
     row.push_back(fmt::format("{:.1f}", r.wall_time_s));
     if (reference == nullptr) {
       row.push_back("n/a (reference not run)");
-    } else if (auto diff = max_parameter_difference(r.final_parameters,
-                                                    reference->final_parameters)) {
+    } else if (auto diff =
+                   max_parameter_difference(r.final_parameters, reference->final_parameters)) {
       row.push_back(fmt::format("{:.3g}", *diff));
     } else {
       row.push_back("n/a (different parameters)");
@@ -93,8 +91,9 @@ std::string csv_field(const std::string& s) {
 std::string comparison_markdown(const ResolvedExperiment& experiment,
                                 const std::vector<VariantResult>& results) {
   Table t = build_table(experiment, results);
-  std::string out = fmt::format("# {}: comparison\n\nReference variant: `{}`. Experiment file: `{}`.\n\n",
-                                experiment.name, experiment.reference, experiment.file.string());
+  std::string out =
+      fmt::format("# {}: comparison\n\nReference variant: `{}`. Experiment file: `{}`.\n\n",
+                  experiment.name, experiment.reference, experiment.file.string());
   out += "| " + fmt::format("{}", fmt::join(t.header, " | ")) + " |\n";
   out += "|";
   for (size_t i = 0; i < t.header.size(); ++i) out += i == 0 ? "---|" : "---:|";

@@ -17,10 +17,10 @@ namespace bertlab {
 
 /// Where a setting came from: a position in a file, or a --set argument.
 struct Location {
-  std::string origin;      ///< the file as the user named it, or the --set argument
-  int64_t line = 0;        ///< 1-based; 0 when unknown
-  int64_t column = 0;      ///< 1-based
-  bool from_set = false;   ///< origin is a --set argument
+  std::string origin;     ///< the file as the user named it, or the --set argument
+  int64_t line = 0;       ///< 1-based; 0 when unknown
+  int64_t column = 0;     ///< 1-based
+  bool from_set = false;  ///< origin is a --set argument
 
   /// `FILE:LINE:COL` or `--set 'ARG'`.
   std::string format() const;
@@ -35,9 +35,9 @@ struct Setting {
 };
 
 struct SectionData {
-  Location loc;                           ///< the section header (or the file when absent)
+  Location loc;  ///< the section header (or the file when absent)
   std::map<std::string, Setting> keys;
-  bool present = false;                   ///< the file has the section
+  bool present = false;  ///< the file has the section
 };
 
 struct VariantData {
@@ -48,8 +48,8 @@ struct VariantData {
 
 /// A parsed experiment file, before merging and validation.
 struct ExperimentFile {
-  std::filesystem::path path;       ///< as the user named it
-  std::filesystem::path base_dir;   ///< absolute folder of the file: paths resolve against it
+  std::filesystem::path path;      ///< as the user named it
+  std::filesystem::path base_dir;  ///< absolute folder of the file: paths resolve against it
   std::map<std::string, SectionData> base;
   std::vector<VariantData> variants;
   std::optional<Setting> reference;  ///< [compare] reference
@@ -72,9 +72,9 @@ struct ResolvedComponent {
 
 struct ResolvedVariant {
   std::string name;
-  ConfigView experiment;  ///< [experiment]
-  ConfigView model;       ///< [model] host keys (bert_config fields folded into bert_config)
-  ConfigView train;       ///< [train]
+  ConfigView experiment;     ///< [experiment]
+  ConfigView model;          ///< [model] host keys (bert_config fields folded into bert_config)
+  ConfigView train;          ///< [train]
   ConfigView strategy_host;  ///< [strategy] keys the host owns: device, replicas, launcher, ...
   BertConfig bert_config;
   ResolvedComponent task;
@@ -89,7 +89,7 @@ struct ResolvedExperiment {
   std::filesystem::path output_dir;  ///< runs/<experiment name>/ parent: [experiment] output_dir
   std::vector<ResolvedVariant> variants;  ///< the selected ones, in file order
   std::vector<std::string> all_variant_names;
-  std::string reference;                  ///< [compare] reference, or the first variant
+  std::string reference;  ///< [compare] reference, or the first variant
 };
 
 /// The sections an experiment file may have.
@@ -103,7 +103,7 @@ SetOverride parse_set_argument(const std::string& argument);
 
 struct ResolveOptions {
   std::vector<SetOverride> overrides;
-  std::vector<std::string> selected_variants;  ///< empty: all
+  std::vector<std::string> selected_variants;       ///< empty: all
   std::optional<std::filesystem::path> output_dir;  ///< --output-dir
 };
 

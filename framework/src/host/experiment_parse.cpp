@@ -44,16 +44,26 @@ Location key_location(const toml::key& key, const toml::node& value, const std::
 
 const char* toml_type_name(const toml::node& node) {
   switch (node.type()) {
-    case toml::node_type::table: return "table";
-    case toml::node_type::array: return "array";
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::date: return "date";
-    case toml::node_type::time: return "time";
-    case toml::node_type::date_time: return "date-time";
-    default: return "value";
+    case toml::node_type::table:
+      return "table";
+    case toml::node_type::array:
+      return "array";
+    case toml::node_type::string:
+      return "string";
+    case toml::node_type::integer:
+      return "integer";
+    case toml::node_type::floating_point:
+      return "float";
+    case toml::node_type::boolean:
+      return "boolean";
+    case toml::node_type::date:
+      return "date";
+    case toml::node_type::time:
+      return "time";
+    case toml::node_type::date_time:
+      return "date-time";
+    default:
+      return "value";
   }
 }
 
@@ -108,9 +118,9 @@ void read_variant(const toml::table& table, const std::string& origin, size_t in
       if (auto sub = node.as_table()) {
         variant.sections[key] = read_section(*sub, origin);
       } else {
-        errors.push_back(fmt::format(
-            "{}: variant.{}: must be a table of overrides, e.g. {}.KEY = VALUE", loc.format(), key,
-            key));
+        errors.push_back(
+            fmt::format("{}: variant.{}: must be a table of overrides, e.g. {}.KEY = VALUE",
+                        loc.format(), key, key));
       }
       continue;
     }
@@ -118,8 +128,9 @@ void read_variant(const toml::table& table, const std::string& origin, size_t in
     if (auto close = closest_match(key, sections)) {
       hint = fmt::format("; did you mean '{}'?", *close);
     } else {
-      hint = "; a variant holds `name` and overrides of sections, e.g. optimizer.learning_rate = "
-             "1e-4";
+      hint =
+          "; a variant holds `name` and overrides of sections, e.g. optimizer.learning_rate = "
+          "1e-4";
     }
     errors.push_back(fmt::format("{}: variant.{}: unknown key{}", loc.format(), key, hint));
   }
@@ -164,8 +175,8 @@ ExperimentFile parse_experiment_file(const fs::path& path) {
     } else if (key == "variant") {
       auto array = node.as_array();
       if (array == nullptr || !array->is_array_of_tables()) {
-        errors.push_back(fmt::format(
-            "{}: variant: must be an array of tables, written [[variant]]", loc.format()));
+        errors.push_back(fmt::format("{}: variant: must be an array of tables, written [[variant]]",
+                                     loc.format()));
         continue;
       }
       for (size_t i = 0; i < array->size(); ++i) {
@@ -182,9 +193,10 @@ ExperimentFile parse_experiment_file(const fs::path& path) {
         if (ck.str() == "reference") {
           out.reference = to_setting(cnode, cloc);
           if (!cnode.is_string()) {
-            errors.push_back(fmt::format("{}: compare.reference: must be a string (a variant "
-                                         "name), got {}",
-                                         cloc.format(), toml_type_name(cnode)));
+            errors.push_back(
+                fmt::format("{}: compare.reference: must be a string (a variant "
+                            "name), got {}",
+                            cloc.format(), toml_type_name(cnode)));
           }
         } else {
           auto close = closest_match(std::string(ck.str()), {"reference"});
@@ -227,9 +239,10 @@ SetOverride parse_set_argument(const std::string& argument) {
   const size_t eq = argument.find('=');
   const Location loc{argument, 0, 0, true};
   if (eq == std::string::npos || eq == 0) {
-    throw ConfigError(fmt::format("{}: expected SECTION.KEY=VALUE, e.g. "
-                                  "optimizer.learning_rate=1e-4",
-                                  loc.format()));
+    throw ConfigError(
+        fmt::format("{}: expected SECTION.KEY=VALUE, e.g. "
+                    "optimizer.learning_rate=1e-4",
+                    loc.format()));
   }
   const std::string path = argument.substr(0, eq);
   const std::string text = argument.substr(eq + 1);
@@ -246,8 +259,7 @@ SetOverride parse_set_argument(const std::string& argument) {
   const auto& sections = known_sections();
   if (std::find(sections.begin(), sections.end(), out.section) == sections.end()) {
     auto close = closest_match(out.section, sections);
-    throw ConfigError(fmt::format("{}: {}: unknown section '{}'{}", loc.format(), path,
-                                  out.section,
+    throw ConfigError(fmt::format("{}: {}: unknown section '{}'{}", loc.format(), path, out.section,
                                   close ? fmt::format("; did you mean '{}'?", *close) : ""));
   }
   // The value is TOML when it parses as one (1e-4, true, "x"); otherwise a bare string.

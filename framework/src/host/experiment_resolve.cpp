@@ -113,11 +113,16 @@ std::optional<OptionValue> convert(const OptionDecl& decl, const Setting& settin
 
 const char* type_phrase(OptionType type) {
   switch (type) {
-    case OptionType::kBool: return "a boolean (true or false)";
-    case OptionType::kInt: return "an integer";
-    case OptionType::kFloat: return "a number";
-    case OptionType::kString: return "a string";
-    case OptionType::kPath: return "a path (string)";
+    case OptionType::kBool:
+      return "a boolean (true or false)";
+    case OptionType::kInt:
+      return "an integer";
+    case OptionType::kFloat:
+      return "a number";
+    case OptionType::kString:
+      return "a string";
+    case OptionType::kPath:
+      return "a path (string)";
   }
   return "?";
 }
@@ -147,15 +152,14 @@ struct SectionCheck {
 };
 
 /// Validates one section; returns the converted values of the keys that are set.
-std::map<std::string, OptionValue> validate_section(const SectionCheck& check,
-                                                    Diagnostics& diag) {
+std::map<std::string, OptionValue> validate_section(const SectionCheck& check, Diagnostics& diag) {
   std::map<std::string, OptionValue> values;
   const auto& decls = check.decls;
   std::vector<std::string> known;
   for (const auto& d : decls) known.push_back(d.key);
   for (const auto& [key, setting] : check.data->keys) {
-    auto decl = std::find_if(decls.begin(), decls.end(),
-                             [&](const OptionDecl& d) { return d.key == key; });
+    auto decl =
+        std::find_if(decls.begin(), decls.end(), [&](const OptionDecl& d) { return d.key == key; });
     if (decl == decls.end()) {
       std::string hint;
       if (auto close = closest_match(key, known)) {
@@ -245,8 +249,8 @@ ResolvedComponent resolve_component(ComponentKind kind, const std::string& secti
   if (plugin_it == data.keys.end()) {
     auto names = registry.names(kind);
     diag.add(data.loc, section, "plugin",
-             fmt::format("missing required key: the {} plugin to use (one of: {})",
-                         to_string(kind), fmt::join(names, ", ")));
+             fmt::format("missing required key: the {} plugin to use (one of: {})", to_string(kind),
+                         fmt::join(names, ", ")));
     return out;
   }
   const Setting& plugin = plugin_it->second;
@@ -265,8 +269,8 @@ ResolvedComponent resolve_component(ComponentKind kind, const std::string& secti
              fmt::format("unknown {} plugin '{}'{}; known {} plugins: {} (add a folder with "
                          "--plugin-dir or BERTLAB_PLUGIN_PATH for others)",
                          to_string(kind), out.plugin,
-                         close ? fmt::format("; did you mean '{}'?", *close) : "",
-                         to_string(kind), names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+                         close ? fmt::format("; did you mean '{}'?", *close) : "", to_string(kind),
+                         names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
     return out;
   }
   SectionCheck check{section, &data, concat(host_decls, out.component->spec.options),
@@ -302,10 +306,10 @@ void append_bert_config_toml(std::string& out, const BertConfig& c) {
       "num_hidden_layers = {}\nnum_attention_heads = {}\nintermediate_size = {}\n"
       "hidden_act = {}\nhidden_dropout_prob = {}\nattention_probs_dropout_prob = {}\n"
       "max_position_embeddings = {}\ntype_vocab_size = {}\ninitializer_range = {}\n",
-      c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads,
-      c.intermediate_size, format_value(c.hidden_act), format_value(c.hidden_dropout_prob),
-      format_value(c.attention_probs_dropout_prob), c.max_position_embeddings,
-      c.type_vocab_size, format_value(c.initializer_range));
+      c.vocab_size, c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size,
+      format_value(c.hidden_act), format_value(c.hidden_dropout_prob),
+      format_value(c.attention_probs_dropout_prob), c.max_position_embeddings, c.type_vocab_size,
+      format_value(c.initializer_range));
 }
 
 Location key_location(const SectionData& data, const std::string& key) {
@@ -369,10 +373,9 @@ ResolvedVariant resolve_variant(const ExperimentFile& file, const VariantData* v
                               validate_section({"experiment", &merged.at("experiment"),
                                                 experiment_options(), "[experiment]", base_dir},
                                                diag));
-  out.train = ConfigView("train", train_options(),
-                         validate_section({"train", &merged.at("train"), train_options(),
-                                           "[train]", base_dir},
-                                          diag));
+  out.train = ConfigView(
+      "train", train_options(),
+      validate_section({"train", &merged.at("train"), train_options(), "[train]", base_dir}, diag));
 
   // [model]: host keys plus any bert_config field as an override of the file's value.
   const auto field_decls = BertConfig::field_options();
@@ -411,8 +414,8 @@ ResolvedVariant resolve_variant(const ExperimentFile& file, const VariantData* v
     const int64_t batch = out.train.get_int("train_batch_size");
     if (batch % replicas != 0) {
       const auto& keys = merged.at("train").keys;
-      Location loc = keys.count("train_batch_size") ? keys.at("train_batch_size").loc
-                                                    : merged.at("train").loc;
+      Location loc =
+          keys.count("train_batch_size") ? keys.at("train_batch_size").loc : merged.at("train").loc;
       diag.add(loc, "train", "train_batch_size",
                fmt::format("{} does not divide evenly over {} replicas; use a multiple of {}",
                            batch, replicas, replicas));

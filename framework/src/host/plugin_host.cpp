@@ -72,9 +72,9 @@ void PluginHost::load_directories(const std::vector<fs::path>& dirs) {
   for (const auto& dir : dirs) {
     std::error_code ec;
     if (!fs::is_directory(dir, ec)) {
-      errors.push_back(fmt::format(
-          "{}: plugin folder does not exist (from --plugin-dir or BERTLAB_PLUGIN_PATH)",
-          dir.string()));
+      errors.push_back(
+          fmt::format("{}: plugin folder does not exist (from --plugin-dir or BERTLAB_PLUGIN_PATH)",
+                      dir.string()));
       continue;
     }
     std::vector<fs::path> files;
@@ -144,9 +144,10 @@ void PluginHost::load_file(const fs::path& file) {
   const std::string name = entry->name != nullptr ? entry->name : "";
   const std::string version = entry->version != nullptr ? entry->version : "";
   if (name.empty() || entry->register_components == nullptr) {
-    throw PluginError(fmt::format("{}: the plugin description has no name or no register "
-                                  "function",
-                                  where));
+    throw PluginError(
+        fmt::format("{}: the plugin description has no name or no register "
+                    "function",
+                    where));
   }
   registry_.set_current_origin(PluginOrigin{name, version, file});
   try {
@@ -157,9 +158,10 @@ void PluginHost::load_file(const fs::path& file) {
     throw PluginError(fmt::format("{}: plugin '{}' failed to register its components: {}", where,
                                   name, e.what()));
   } catch (...) {
-    throw PluginError(fmt::format("{}: plugin '{}' failed to register its components: unknown "
-                                  "exception",
-                                  where, name));
+    throw PluginError(
+        fmt::format("{}: plugin '{}' failed to register its components: unknown "
+                    "exception",
+                    where, name));
   }
   plugins_.push_back(LoadedPlugin{name, version, file});
   log_debug("plugin", "loaded {} {} from {}", name, version, where);

@@ -6,9 +6,12 @@ namespace bertlab {
 
 const char* to_string(ComponentKind kind) {
   switch (kind) {
-    case ComponentKind::kTask: return "task";
-    case ComponentKind::kStrategy: return "strategy";
-    case ComponentKind::kOptimizer: return "optimizer";
+    case ComponentKind::kTask:
+      return "task";
+    case ComponentKind::kStrategy:
+      return "strategy";
+    case ComponentKind::kOptimizer:
+      return "optimizer";
   }
   return "?";
 }
@@ -53,8 +56,8 @@ void ComponentRegistry::add_tool(std::string group, std::string name, std::strin
         current_.file.string(), group, name, existing->origin.file.string(),
         current_.file.string()));
   }
-  tools_.push_back(Tool{std::move(group), std::move(name), std::move(description),
-                        std::move(main), current_});
+  tools_.push_back(
+      Tool{std::move(group), std::move(name), std::move(description), std::move(main), current_});
 }
 
 const Component* ComponentRegistry::find(ComponentKind kind, const std::string& name) const {

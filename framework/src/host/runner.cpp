@@ -19,6 +19,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "host/progress.h"
 #include "host/threads.h"
@@ -110,7 +111,8 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   fs::create_directories(result.dir);
   write_file_atomic(result.dir / "resolved.toml", variant.resolved_toml);
 
-  const int threads = static_cast<int>(variant.experiment.get_int("threads"));
+  int threads = static_cast<int>(variant.experiment.get_int("threads"));
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   set_compute_threads(threads);
   const auto seed = static_cast<uint64_t>(variant.experiment.get_int("seed"));
   const c10::Device device = parse_device(variant.strategy_host.get_string("device"));
@@ -137,9 +139,9 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   int64_t num_train_steps = variant.train.get_int("num_train_steps");
   if (num_train_steps == 0) {
     // As run_classifier.py: int(len(train_examples) / train_batch_size * num_train_epochs).
-    num_train_steps = static_cast<int64_t>(static_cast<double>(num_examples) /
-                                           static_cast<double>(batch_size) *
-                                           variant.train.get_float("num_train_epochs"));
+    num_train_steps =
+        static_cast<int64_t>(static_cast<double>(num_examples) / static_cast<double>(batch_size) *
+                             variant.train.get_float("num_train_epochs"));
   }
   if (do_train && num_train_steps <= 0) {
     throw ConfigError(fmt::format(
@@ -181,8 +183,7 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
     model->train();
     for (step = 0; step < num_train_steps; ++step) {
       std::vector<int64_t> global = order.next();
-      std::vector<int64_t> mine(global.begin() + rank * shard,
-                                global.begin() + (rank + 1) * shard);
+      std::vector<int64_t> mine(global.begin() + rank * shard, global.begin() + (rank + 1) * shard);
       Batch batch = task->make_train_batch(mine, device);
       model->zero_grad(/*set_to_none=*/true);
       LossOutput out = task->compute_loss(*model, batch);
@@ -191,19 +192,21 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
       strategy->reduce_gradients(grads, *comm);
       StepStats stats = optimizer->step(grads, step);
       const double loss = out.loss.item<double>();
-      BERTLAB_CHECK(std::isfinite(loss), "[train] step {}: the loss is {}; lower the learning "
-                    "rate or check the data", step + 1, loss);
+      BERTLAB_CHECK(std::isfinite(loss),
+                    "[train] step {}: the loss is {}; lower the learning "
+                    "rate or check the data",
+                    step + 1, loss);
       window_loss += loss;
       ++window_steps;
       const bool last = step + 1 == num_train_steps;
-      progress.update(step + 1, loss, static_cast<double>((step + 1) * batch_size) /
-                                          seconds_since(train_start));
+      progress.update(step + 1, loss,
+                      static_cast<double>((step + 1) * batch_size) / seconds_since(train_start));
       if ((step + 1) % log_every == 0 || last) {
         const double window_s = seconds_since(window_start);
         nlohmann::ordered_json line;
         line["step"] = step + 1;
-        line["epoch"] = static_cast<double>((step + 1) * batch_size) /
-                        static_cast<double>(num_examples);
+        line["epoch"] =
+            static_cast<double>((step + 1) * batch_size) / static_cast<double>(num_examples);
         line["loss"] = window_loss / static_cast<double>(window_steps);
         line["learning_rate"] = stats.learning_rate;
         line["grad_norm"] = stats.grad_norm;
@@ -245,8 +248,8 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   }
   result.final_parameters = snapshot_parameters(*model);
   result.wall_time_s = seconds_since(start);
-  log_info("train", "variant '{}' done in {:.1f} s, {:.1f} examples/s; outputs in {}",
-           variant.name, result.wall_time_s, result.examples_per_second, result.dir.string());
+  log_info("train", "variant '{}' done in {:.1f} s, {:.1f} examples/s; outputs in {}", variant.name,
+           result.wall_time_s, result.examples_per_second, result.dir.string());
   return result;
 }
 

@@ -17,12 +17,12 @@ namespace bertlab {
 /// What one variant produced, for the comparison table.
 struct VariantResult {
   std::string name;
-  std::filesystem::path dir;           ///< runs/<experiment>/<variant>/
-  int64_t steps = 0;                   ///< optimizer steps taken
-  double final_loss = 0.0;             ///< mean training loss over the last logging window
-  Metrics eval_metrics;                ///< empty when do_eval is false
-  double examples_per_second = 0.0;    ///< training throughput over the whole run
-  double wall_time_s = 0.0;            ///< data preparation, training and evaluation
+  std::filesystem::path dir;         ///< runs/<experiment>/<variant>/
+  int64_t steps = 0;                 ///< optimizer steps taken
+  double final_loss = 0.0;           ///< mean training loss over the last logging window
+  Metrics eval_metrics;              ///< empty when do_eval is false
+  double examples_per_second = 0.0;  ///< training throughput over the whole run
+  double wall_time_s = 0.0;          ///< data preparation, training and evaluation
   std::map<std::string, at::Tensor> final_parameters;  ///< CPU copies, for the comparison
 };
 

@@ -7,8 +7,7 @@ void register_nothing(bertlab::Registry&) {}
 
 extern "C" __attribute__((visibility("default"))) const bertlab::PluginEntry*
 bertlab_plugin_entry() {
-  static const bertlab::PluginEntry entry{bertlab::kPluginApiVersion,
-                                          "gcc-4/cxx11abi-0/torch-0.4", "abi_tag", "0.0.1",
-                                          register_nothing};
+  static const bertlab::PluginEntry entry{bertlab::kPluginApiVersion, "gcc-4/cxx11abi-0/torch-0.4",
+                                          "abi_tag", "0.0.1", register_nothing};
   return &entry;
 }

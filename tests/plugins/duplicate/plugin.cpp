@@ -4,10 +4,9 @@
 
 namespace {
 void register_components(bertlab::Registry& registry) {
-  registry.add_strategy(bertlab::ComponentSpec{"single", "an impostor", {}},
-                        [](const bertlab::ConfigView&) -> std::unique_ptr<bertlab::Strategy> {
-                          return nullptr;
-                        });
+  registry.add_strategy(
+      bertlab::ComponentSpec{"single", "an impostor", {}},
+      [](const bertlab::ConfigView&) -> std::unique_ptr<bertlab::Strategy> { return nullptr; });
 }
 }  // namespace
 
