@@ -173,6 +173,7 @@ int run_tool(const CommonOptions& common, const std::string& group,
   const Tool* tool = host.registry().find_tool(group, args.front());
   if (tool == nullptr) {
     std::vector<std::string> names;
+    names.reserve(tools.size());
     for (const auto& t : tools) names.push_back(t.group + " " + t.name);
     throw ConfigError(
         fmt::format("bertlab {} {}: no such tool; tools: {}", group, args.front(),

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -203,6 +205,44 @@ TEST(EndToEndTokenize, InvalidUtf8NamesLineAndByteOffset) {
                   "fine\nbad \xff byte\n");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("stdin: line 2, byte offset 4: invalid UTF-8"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace bertlab
+
+namespace bertlab {
+namespace {
+
+/// comparison.csv → variant → its last column (the difference from the reference).
+std::map<std::string, double> parameter_differences(const fs::path& csv_path) {
+  std::map<std::string, double> out;
+  std::istringstream csv(read_file(csv_path));
+  std::string line;
+  std::getline(csv, line);  // header
+  while (std::getline(csv, line)) {
+    out[line.substr(0, line.find(','))] = std::stod(line.substr(line.rfind(',') + 1));
+  }
+  return out;
+}
+
+TEST(EndToEndStrategies, ReplicasGiveTheSingleDeviceUpdateAndEmulationsDoNot) {
+  TempDir dir;
+  auto r = run_bertlab({"run", data_path("experiments/gradient_averaging.toml").string(),
+                        "--output-dir", dir.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto diff = parameter_differences(dir.path() / "gradient-averaging/comparison.csv");
+  ASSERT_EQ(diff.size(), 10u);
+  // 2 and 4 thread ranks over Gloo: the same parameters as one device after 3 Adam steps, up to
+  // float summation order.
+  for (const char* v : {"mirrored-2", "sparse-allgather-2", "mirrored-4", "sparse-allgather-4"}) {
+    EXPECT_LT(diff.at(v), 1e-5) << v;
+  }
+  // The published averaging bugs move the parameters measurably.
+  for (const char* v : {"no-divide-2", "first-replica-indices-2", "scatter-duplicates"}) {
+    EXPECT_GT(diff.at(v), 1e-4) << v;
+  }
+  // Clipping by the norm of the stored rows clips harder than by the norm of the dense gradient.
+  EXPECT_GT(std::abs(diff.at("uncoalesced-clip") - diff.at("coalesced-clip")), 1e-5);
 }
 
 }  // namespace

@@ -157,7 +157,9 @@ std::map<std::string, OptionValue> validate_section(const SectionCheck& check, D
   const auto& decls = check.decls;
   std::vector<std::string> known;
   for (const auto& d : decls) known.push_back(d.key);
-  for (const auto& [key, setting] : check.data->keys) {
+  for (const auto& item : check.data->keys) {
+    const std::string& key = item.first;
+    const Setting& setting = item.second;
     auto decl =
         std::find_if(decls.begin(), decls.end(), [&](const OptionDecl& d) { return d.key == key; });
     if (decl == decls.end()) {
@@ -334,7 +336,7 @@ void check_vocab_size(const SectionData& model, const fs::path& vocab_file,
   }
 }
 
-/// Device and replica count: what this build can run.
+/// The device: what this build can run on.
 void check_strategy_host(const SectionData& data, const ConfigView& host, Diagnostics& diag) {
   const std::string device = host.get_string("device");
   try {
@@ -351,13 +353,6 @@ void check_strategy_host(const SectionData& data, const ConfigView& host, Diagno
   } catch (const c10::Error&) {
     diag.add(key_location(data, "device"), "strategy", "device",
              fmt::format("'{}' is not a device; use \"cpu\" or \"cuda:N\"", device));
-  }
-  const int64_t replicas = host.get_int("replicas");
-  if (replicas != 1) {
-    diag.add(key_location(data, "replicas"), "strategy", "replicas",
-             fmt::format("{} replicas need a multi-rank communicator, which this build of bertlab "
-                         "does not have yet; use replicas = 1",
-                         replicas));
   }
 }
 

@@ -21,6 +21,7 @@
 #include <random>
 #include <thread>
 
+#include "comm/gloo_communicator.h"
 #include "host/progress.h"
 #include "host/threads.h"
 
@@ -81,7 +82,7 @@ c10::Device parse_device(const std::string& text) {
 
 std::string format_eta(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const auto s = static_cast<int64_t>(seconds + 0.5);
+  const auto s = static_cast<int64_t>(std::llround(seconds));
   if (s >= 3600) return fmt::format("{}:{:02}:{:02}", s / 3600, (s / 60) % 60, s % 60);
   return fmt::format("{}:{:02}", s / 60, s % 60);
 }
@@ -101,6 +102,162 @@ std::string metrics_json(const Metrics& metrics, int64_t global_step) {
   return j.dump(2) + "\n";
 }
 
+/// What every rank's training loop needs; shared read-only by the rank threads.
+struct TrainLoop {
+  const ResolvedVariant* experiment_variant = nullptr;
+  const Task* task = nullptr;
+  c10::Device device = c10::Device(c10::kCPU);
+  uint64_t seed = 0;
+  int64_t num_examples = 0;
+  int64_t batch_size = 0;
+  int64_t num_train_steps = 0;
+  int64_t log_every = 1;
+  fs::path dir;
+  Clock::time_point start;
+};
+
+struct TrainOutcome {
+  int64_t steps = 0;
+  double train_seconds = 0.0;
+  double final_loss = 0.0;
+};
+
+/// One rank's training loop (DESIGN.md "One training step"). Rank 0 also logs and writes
+/// metrics.jsonl. Every rank holds identical parameters after each step.
+TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communicator& comm) {
+  const ResolvedVariant& variant = *loop.experiment_variant;
+  const int rank = comm.rank();
+  const int world = comm.world_size();
+  const bool leader = rank == 0;
+  std::unique_ptr<Strategy> strategy =
+      variant.strategy.component->strategy_factory(variant.strategy.options);
+  std::unique_ptr<Optimizer> optimizer =
+      variant.optimizer.component->optimizer_factory(variant.optimizer.options);
+  std::vector<NamedTensor> parameters;
+  for (const auto& item : model.named_parameters(true)) {
+    parameters.push_back({item.key(), item.value()});
+  }
+  optimizer->init(parameters, OptimizerContext{loop.num_train_steps});
+
+  const fs::path metrics_path = loop.dir / "metrics.jsonl";
+  const fs::path partial_path = loop.dir / "metrics.jsonl.partial";
+  std::ofstream metrics_out;
+  if (leader) {
+    metrics_out.open(partial_path, std::ios::trunc);
+    BERTLAB_CHECK(metrics_out.good(), "{}: cannot write", partial_path.string());
+  }
+  Progress progress(variant.name, loop.num_train_steps);
+  BatchOrder order(loop.num_examples, loop.batch_size, loop.seed);
+  const int64_t shard = loop.batch_size / world;
+  TrainOutcome outcome;
+  double window_loss = 0.0;
+  int64_t window_steps = 0;
+  auto window_start = Clock::now();
+  const auto train_start = Clock::now();
+  model.train();
+  for (int64_t step = 0; step < loop.num_train_steps; ++step) {
+    // Replica r takes examples [r*B/N, (r+1)*B/N) of the global batch.
+    std::vector<int64_t> global = order.next();
+    std::vector<int64_t> mine(global.begin() + rank * shard, global.begin() + (rank + 1) * shard);
+    Batch batch = loop.task->make_train_batch(mine, loop.device);
+    model.zero_grad(/*set_to_none=*/true);
+    LossOutput out = loop.task->compute_loss(model, batch);
+    out.loss.backward();
+    GradientSet grads = GradientSet::from_module(model);
+    strategy->reduce_gradients(grads, comm);
+    StepStats stats = optimizer->step(grads, step);
+    // The global batch's mean loss: the mean of the replicas' shard means (equal shards).
+    double loss = out.loss.item<double>();
+    if (world > 1) {
+      std::vector<at::Tensor> l{at::tensor({loss}, at::kDouble)};
+      comm.all_reduce_sum(l);
+      loss = l[0].item<double>() / world;
+    }
+    BERTLAB_CHECK(std::isfinite(loss),
+                  "[train] step {}: the loss is {}; lower the learning rate or check the data",
+                  step + 1, loss);
+    outcome.steps = step + 1;
+    window_loss += loss;
+    ++window_steps;
+    if (!leader) continue;
+    const bool last = step + 1 == loop.num_train_steps;
+    progress.update(step + 1, loss,
+                    static_cast<double>((step + 1) * loop.batch_size) / seconds_since(train_start));
+    if ((step + 1) % loop.log_every == 0 || last) {
+      const double window_s = seconds_since(window_start);
+      nlohmann::ordered_json line;
+      line["step"] = step + 1;
+      line["epoch"] =
+          static_cast<double>((step + 1) * loop.batch_size) / static_cast<double>(loop.num_examples);
+      line["loss"] = window_loss / static_cast<double>(window_steps);
+      line["learning_rate"] = stats.learning_rate;
+      line["grad_norm"] = stats.grad_norm;
+      line["examples_per_second"] =
+          static_cast<double>(window_steps * loop.batch_size) / std::max(window_s, 1e-9);
+      line["elapsed_s"] = seconds_since(loop.start);
+      metrics_out << line.dump() << "\n";
+      metrics_out.flush();
+      outcome.final_loss = window_loss / static_cast<double>(window_steps);
+      progress.log_line(step + 1, outcome.final_loss, stats.learning_rate,
+                        line["examples_per_second"].get<double>(),
+                        format_eta(seconds_since(train_start) / static_cast<double>(step + 1) *
+                                   static_cast<double>(loop.num_train_steps - step - 1)));
+      window_loss = 0.0;
+      window_steps = 0;
+      window_start = Clock::now();
+    }
+  }
+  outcome.train_seconds = seconds_since(train_start);
+  if (leader) {
+    progress.finish();
+    metrics_out.close();
+    BERTLAB_CHECK(!metrics_out.fail(), "{}: write failed", partial_path.string());
+    fs::rename(partial_path, metrics_path);
+  }
+  return outcome;
+}
+
+/// Runs train_rank on every replica: on this thread for one, else one thread per rank joined
+/// through an in-process store. The first failure is rethrown; a rank that failed on its own
+/// is reported before the ranks that then timed out waiting for it.
+TrainOutcome train_replicas(const TrainLoop& loop,
+                            const std::vector<std::shared_ptr<torch::nn::Module>>& models,
+                            double timeout_s) {
+  const int world = static_cast<int>(models.size());
+  if (world == 1) {
+    auto comm = make_local_communicator();
+    return train_rank(loop, *models.front(), *comm);
+  }
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0));
+  auto store = RendezvousStore::in_process();
+  std::vector<std::exception_ptr> errors(world);
+  std::vector<bool> comm_failure(world, false);
+  TrainOutcome outcome;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto comm = make_gloo_communicator(*store, r, world, timeout);
+        TrainOutcome mine = train_rank(loop, *models[r], *comm);
+        if (r == 0) outcome = mine;
+      } catch (const Error& e) {
+        comm_failure[r] = std::string(e.what()).rfind("[comm]", 0) == 0;
+        errors[r] = std::current_exception();
+      } catch (...) {
+        errors[r] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) {
+    if (errors[r] && !comm_failure[r]) std::rethrow_exception(errors[r]);
+  }
+  for (int r = 0; r < world; ++r) {
+    if (errors[r]) std::rethrow_exception(errors[r]);
+  }
+  return outcome;
+}
+
 }  // namespace
 
 VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVariant& variant) {
@@ -113,7 +270,9 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
 
   int threads = static_cast<int>(variant.experiment.get_int("threads"));
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  set_compute_threads(threads);
+  // Replicas are threads of this process: they share the cores.
+  const int64_t replica_count = variant.strategy_host.get_int("replicas");
+  set_compute_threads(std::max<int>(1, threads / static_cast<int>(replica_count)));
   const auto seed = static_cast<uint64_t>(variant.experiment.get_int("seed"));
   const c10::Device device = parse_device(variant.strategy_host.get_string("device"));
   log_info("train", "variant '{}': task {}, strategy {}, optimizer {}, {} thread(s), device {}",
@@ -127,11 +286,17 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   TaskContext task_ctx{&variant.bert_config, &tokenizer, seed, result.dir};
   task->prepare(task_ctx);
 
-  // Model, identically initialized from the seed.
-  at::manual_seed(seed);
+  // One model per replica, identically initialized from the seed (each replica draws the same
+  // sequence from the freshly seeded generator).
   const bool sparse = variant.model.get_bool("sparse_embeddings");
-  std::shared_ptr<torch::nn::Module> model = task->create_model(variant.bert_config, sparse);
-  model->to(device);
+  const int replicas = static_cast<int>(variant.strategy_host.get_int("replicas"));
+  std::vector<std::shared_ptr<torch::nn::Module>> models;
+  for (int r = 0; r < replicas; ++r) {
+    at::manual_seed(seed);
+    models.push_back(task->create_model(variant.bert_config, sparse));
+    models.back()->to(device);
+  }
+  std::shared_ptr<torch::nn::Module> model = models.front();
 
   const bool do_train = variant.train.get_bool("do_train");
   const int64_t batch_size = variant.train.get_int("train_batch_size");
@@ -150,87 +315,26 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
         num_examples, batch_size, variant.train.get_float("num_train_epochs")));
   }
 
-  std::unique_ptr<Strategy> strategy =
-      variant.strategy.component->strategy_factory(variant.strategy.options);
-  std::unique_ptr<Optimizer> optimizer =
-      variant.optimizer.component->optimizer_factory(variant.optimizer.options);
-  std::vector<NamedTensor> parameters;
-  for (const auto& item : model->named_parameters(true)) {
-    parameters.push_back({item.key(), item.value()});
-  }
-  optimizer->init(parameters, OptimizerContext{num_train_steps});
-  std::unique_ptr<Communicator> comm = make_local_communicator();
-
-  const int64_t log_every = variant.train.get_int("log_every_steps");
-  const fs::path metrics_path = result.dir / "metrics.jsonl";
-  const fs::path partial_path = result.dir / "metrics.jsonl.partial";
-  std::ofstream metrics_out;
-  Progress progress(variant.name, num_train_steps);
-  double train_seconds = 0.0;
-  int64_t step = 0;
+  TrainLoop loop;
+  loop.experiment_variant = &variant;
+  loop.task = task.get();
+  loop.device = device;
+  loop.seed = seed;
+  loop.num_examples = num_examples;
+  loop.batch_size = batch_size;
+  loop.num_train_steps = num_train_steps;
+  loop.log_every = variant.train.get_int("log_every_steps");
+  loop.dir = result.dir;
+  loop.start = start;
+  TrainOutcome outcome;
   if (do_train) {
-    metrics_out.open(partial_path, std::ios::trunc);
-    BERTLAB_CHECK(metrics_out.good(), "{}: cannot write", partial_path.string());
-    log_info("train", "{} examples, batch {}, {} steps ({} per epoch)", num_examples, batch_size,
-             num_train_steps, num_examples / batch_size);
-    BatchOrder order(num_examples, batch_size, seed);
-    const int64_t shard = batch_size / comm->world_size();
-    const int64_t rank = comm->rank();
-    double window_loss = 0.0;
-    int64_t window_steps = 0;
-    auto window_start = Clock::now();
-    const auto train_start = Clock::now();
-    model->train();
-    for (step = 0; step < num_train_steps; ++step) {
-      std::vector<int64_t> global = order.next();
-      std::vector<int64_t> mine(global.begin() + rank * shard, global.begin() + (rank + 1) * shard);
-      Batch batch = task->make_train_batch(mine, device);
-      model->zero_grad(/*set_to_none=*/true);
-      LossOutput out = task->compute_loss(*model, batch);
-      out.loss.backward();
-      GradientSet grads = GradientSet::from_module(*model);
-      strategy->reduce_gradients(grads, *comm);
-      StepStats stats = optimizer->step(grads, step);
-      const double loss = out.loss.item<double>();
-      BERTLAB_CHECK(std::isfinite(loss),
-                    "[train] step {}: the loss is {}; lower the learning "
-                    "rate or check the data",
-                    step + 1, loss);
-      window_loss += loss;
-      ++window_steps;
-      const bool last = step + 1 == num_train_steps;
-      progress.update(step + 1, loss,
-                      static_cast<double>((step + 1) * batch_size) / seconds_since(train_start));
-      if ((step + 1) % log_every == 0 || last) {
-        const double window_s = seconds_since(window_start);
-        nlohmann::ordered_json line;
-        line["step"] = step + 1;
-        line["epoch"] =
-            static_cast<double>((step + 1) * batch_size) / static_cast<double>(num_examples);
-        line["loss"] = window_loss / static_cast<double>(window_steps);
-        line["learning_rate"] = stats.learning_rate;
-        line["grad_norm"] = stats.grad_norm;
-        line["examples_per_second"] =
-            static_cast<double>(window_steps * batch_size) / std::max(window_s, 1e-9);
-        line["elapsed_s"] = seconds_since(start);
-        metrics_out << line.dump() << "\n";
-        metrics_out.flush();
-        result.final_loss = window_loss / static_cast<double>(window_steps);
-        progress.log_line(step + 1, result.final_loss, stats.learning_rate,
-                          line["examples_per_second"].get<double>(),
-                          format_eta(seconds_since(train_start) / static_cast<double>(step + 1) *
-                                     static_cast<double>(num_train_steps - step - 1)));
-        window_loss = 0.0;
-        window_steps = 0;
-        window_start = Clock::now();
-      }
-    }
-    train_seconds = seconds_since(train_start);
-    progress.finish();
-    metrics_out.close();
-    BERTLAB_CHECK(!metrics_out.fail(), "{}: write failed", partial_path.string());
-    fs::rename(partial_path, metrics_path);
+    log_info("train", "{} examples, batch {} over {} replica(s), {} steps ({} per epoch)",
+             num_examples, batch_size, replicas, num_train_steps, num_examples / batch_size);
+    outcome = train_replicas(loop, models, variant.strategy_host.get_float("timeout_s"));
   }
+  const int64_t step = outcome.steps;
+  const double train_seconds = outcome.train_seconds;
+  result.final_loss = outcome.final_loss;
   result.steps = step;
   result.examples_per_second =
       train_seconds > 0 ? static_cast<double>(step * batch_size) / train_seconds : 0.0;

@@ -1,0 +1,96 @@
+#include "comm/gloo_communicator.h"
+
+#include <bertlab/error.h>
+#include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+
+namespace bertlab {
+
+struct RendezvousStore::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+RendezvousStore::RendezvousStore() : impl(std::make_unique<Impl>()) {}
+RendezvousStore::~RendezvousStore() = default;
+
+std::shared_ptr<RendezvousStore> RendezvousStore::in_process() {
+  std::shared_ptr<RendezvousStore> out(new RendezvousStore());
+  out->impl->store = c10::make_intrusive<c10d::HashStore>();
+  return out;
+}
+
+namespace {
+
+class GlooCommunicator final : public Communicator {
+ public:
+  GlooCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
+                   std::chrono::milliseconds timeout)
+      : rank_(rank), world_size_(world_size), timeout_(timeout) {
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    options->threads = 1;
+    try {
+      group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("[comm] rank {} of {}: joining the Gloo group failed: {}", rank,
+                              world_size, e.what()));
+    }
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string backend() const override { return "gloo"; }
+
+  void all_reduce_sum(std::vector<at::Tensor>& tensors) override {
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one{t};
+      wait(group_->allreduce(one), "all_reduce");
+    }
+  }
+
+  std::vector<at::Tensor> all_gather(const at::Tensor& tensor) override {
+    std::vector<at::Tensor> input{tensor.contiguous()};
+    std::vector<std::vector<at::Tensor>> output(1);
+    for (int r = 0; r < world_size_; ++r) output[0].push_back(at::empty_like(input[0]));
+    wait(group_->allgather(output, input), "all_gather");
+    return output[0];
+  }
+
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    for (auto& t : tensors) {
+      std::vector<at::Tensor> one{t};
+      wait(group_->broadcast(one, opts), "broadcast");
+    }
+  }
+
+  void barrier() override { wait(group_->barrier(), "barrier"); }
+
+ private:
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+    try {
+      work->wait(timeout_);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format(
+          "[comm] rank {} of {}: {} failed or timed out after {} ms (another rank may have "
+          "stopped): {}",
+          rank_, world_size_, what, timeout_.count(), e.what()));
+    }
+  }
+
+  int rank_;
+  int world_size_;
+  std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_gloo_communicator(const RendezvousStore& store, int rank,
+                                                     int world_size,
+                                                     std::chrono::milliseconds timeout) {
+  return std::make_unique<GlooCommunicator>(store.impl->store, rank, world_size, timeout);
+}
+
+}  // namespace bertlab

@@ -1,0 +1,32 @@
+#pragma once
+// Communicators over c10d's ProcessGroupGloo (CPU tensors). The ranks meet through a store:
+// a HashStore shared by the threads of one process (`replicas = N`).
+
+#include <bertlab/communicator.h>
+
+#include <chrono>
+#include <memory>
+
+namespace bertlab {
+
+/// Where the ranks of one group meet; shared by every rank of the group.
+class RendezvousStore {
+ public:
+  /// An in-process store for ranks that are threads of this process.
+  static std::shared_ptr<RendezvousStore> in_process();
+  ~RendezvousStore();
+
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+
+ private:
+  RendezvousStore();
+};
+
+/// Joins the group as `rank` of `world_size` (blocks until every rank has joined or `timeout`
+/// passes). Every collective of the result fails after `timeout` instead of hanging.
+std::unique_ptr<Communicator> make_gloo_communicator(const RendezvousStore& store, int rank,
+                                                     int world_size,
+                                                     std::chrono::milliseconds timeout);
+
+}  // namespace bertlab

@@ -1,0 +1,143 @@
+// The strategy plugins on hand-checkable gradients: 2 replicas as threads joined by a real Gloo
+// process group, a 5-row embedding gradient with duplicate indices in different orders on each
+// replica, and a dense gradient. Each strategy and emulation has an exact expected result.
+
+#include <ATen/ATen.h>
+#include <bertlab/communicator.h>
+#include <bertlab/grad.h>
+#include <bertlab/strategy.h>
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "comm/gloo_communicator.h"
+#include "host/plugin_host.h"
+#include "host/registry.h"
+
+namespace bertlab {
+namespace {
+
+constexpr int kWorld = 2;
+
+/// Replica r's local gradients (see the file comment).
+GradientSet local_gradients(int rank) {
+  GradientSet g;
+  GradientEntry emb;
+  emb.name = "bert.embeddings.word_embeddings.weight";
+  emb.shape = {5, 2};
+  if (rank == 0) {
+    emb.indices = at::tensor({1, 3, 1}, at::kLong);
+    emb.values = at::tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}).view({3, 2});
+  } else {
+    emb.indices = at::tensor({4, 1, 0}, at::kLong);
+    emb.values = at::tensor({10.f, 20.f, 30.f, 40.f, 50.f, 60.f}).view({3, 2});
+  }
+  g.add(emb);
+  GradientEntry w;
+  w.name = "classifier.bias";
+  w.shape = {2};
+  w.dense = rank == 0 ? at::tensor({1.f, 2.f}) : at::tensor({3.f, 6.f});
+  g.add(w);
+  return g;
+}
+
+/// The single-device gradient: (dense(g0) + dense(g1)) / 2.
+at::Tensor mean_embedding() {
+  return at::tensor({25.f, 30.f, 18.f, 24.f, 0.f, 0.f, 1.5f, 2.f, 5.f, 10.f}).view({5, 2});
+}
+
+class StrategyPlugins : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    host_ = new PluginHost();
+    host_->load_directories({PluginHost::builtin_plugin_dir()});
+  }
+  static void TearDownTestSuite() {
+    delete host_;
+    host_ = nullptr;
+  }
+
+  /// Runs strategy `name` with `options` on both replicas; returns each rank's result.
+  std::vector<GradientSet> reduce(const std::string& name,
+                                  std::map<std::string, OptionValue> options = {}) {
+    const Component* c = host_->registry().find(ComponentKind::kStrategy, name);
+    EXPECT_NE(c, nullptr) << name;
+    ConfigView view("strategy", c->spec.options, std::move(options));
+    auto store = RendezvousStore::in_process();
+    std::vector<GradientSet> out(kWorld);
+    std::vector<std::string> errors(kWorld);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < kWorld; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          auto comm = make_gloo_communicator(*store, r, kWorld, std::chrono::seconds(30));
+          auto strategy = c->strategy_factory(view);
+          out[r] = local_gradients(r);
+          strategy->reduce_gradients(out[r], *comm);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+    return out;
+  }
+
+  static PluginHost* host_;
+};
+
+PluginHost* StrategyPlugins::host_ = nullptr;
+
+void expect_same_on_every_rank(const std::vector<GradientSet>& results) {
+  for (size_t i = 0; i < results[0].entries().size(); ++i) {
+    EXPECT_TRUE(at::equal(results[0].entries()[i].to_dense(), results[1].entries()[i].to_dense()))
+        << results[0].entries()[i].name;
+  }
+}
+
+TEST_F(StrategyPlugins, MirroredAveragesDenselyOnEveryRank) {
+  auto results = reduce("mirrored");
+  expect_same_on_every_rank(results);
+  const auto& e = results[0].entries();
+  EXPECT_FALSE(e[0].is_sparse());
+  EXPECT_TRUE(at::equal(e[0].dense, mean_embedding())) << e[0].dense;
+  EXPECT_TRUE(at::equal(e[1].dense, at::tensor({2.f, 4.f})));
+}
+
+TEST_F(StrategyPlugins, SparseAllgatherGivesTheMeanAsCoalescedRows) {
+  auto results = reduce("sparse_allgather");
+  expect_same_on_every_rank(results);
+  const auto& e = results[0].entries();
+  ASSERT_TRUE(e[0].is_sparse());
+  EXPECT_TRUE(at::equal(e[0].indices, at::tensor({0, 1, 3, 4}, at::kLong))) << e[0].indices;
+  EXPECT_TRUE(at::equal(e[0].to_dense(), mean_embedding())) << e[0].to_dense();
+  EXPECT_TRUE(at::equal(e[1].dense, at::tensor({2.f, 4.f})));
+}
+
+TEST_F(StrategyPlugins, NoDivideEmulationIsExactlyTwiceTheMean) {
+  auto results = reduce("sparse_allgather", {{"emulate", std::string("no_divide")}});
+  expect_same_on_every_rank(results);
+  const auto& e = results[0].entries();
+  EXPECT_TRUE(at::equal(e[0].to_dense(), mean_embedding() * 2)) << e[0].to_dense();
+  // Every replica's rows, concatenated in rank order, as that implementation sent them.
+  EXPECT_EQ(e[0].indices.size(0), 6);
+  EXPECT_TRUE(at::equal(e[1].dense, at::tensor({2.f, 4.f})));  // dense gradients are averaged
+}
+
+TEST_F(StrategyPlugins, FirstReplicaIndicesEmulationIsWrongByTheHandComputedAmount) {
+  auto results = reduce("sparse_allgather", {{"emulate", std::string("first_replica_indices")}});
+  expect_same_on_every_rank(results);
+  const auto& e = results[0].entries();
+  // Values averaged element-wise ([1,2]+[10,20])/2 = [5.5,11], [16.5,22], [27.5,33], placed at
+  // replica 0's indices [1, 3, 1].
+  at::Tensor expected =
+      at::tensor({0.f, 0.f, 33.f, 44.f, 0.f, 0.f, 16.5f, 22.f, 0.f, 0.f}).view({5, 2});
+  EXPECT_TRUE(at::equal(e[0].to_dense(), expected)) << e[0].to_dense();
+  at::Tensor error =
+      at::tensor({-25.f, -30.f, 15.f, 20.f, 0.f, 0.f, 15.f, 20.f, -5.f, -10.f}).view({5, 2});
+  EXPECT_TRUE(at::equal(e[0].to_dense() - mean_embedding(), error));
+}
+
+}  // namespace
+}  // namespace bertlab
