@@ -59,7 +59,7 @@ learning_rate = 1e-4
   }
 
   /// The error lines of resolving `path` (empty when it is valid).
-  std::vector<std::string> errors_of(const fs::path& path, ResolveOptions options = {}) {
+  std::vector<std::string> errors_of(const fs::path& path, const ResolveOptions& options = {}) {
     try {
       ExperimentFile file = parse_experiment_file(path);
       resolve_experiment(file, host_->registry(), options);

@@ -13,11 +13,11 @@
 namespace bertlab {
 namespace {
 
-at::Tensor floats(std::vector<float> values, std::vector<int64_t> shape) {
+at::Tensor floats(const std::vector<float>& values, const std::vector<int64_t>& shape) {
   return at::tensor(values, at::kFloat).reshape(shape);
 }
 
-at::Tensor longs(std::vector<int64_t> values) { return at::tensor(values, at::kLong); }
+at::Tensor longs(const std::vector<int64_t>& values) { return at::tensor(values, at::kLong); }
 
 // A 4x2 embedding gradient with row 1 stored twice, plus a dense 3-vector.
 //   rows: 1 -> [1, 2], 3 -> [0, 1], 1 -> [3, -1]

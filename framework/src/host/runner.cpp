@@ -187,8 +187,8 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
       const double window_s = seconds_since(window_start);
       nlohmann::ordered_json line;
       line["step"] = step + 1;
-      line["epoch"] =
-          static_cast<double>((step + 1) * loop.batch_size) / static_cast<double>(loop.num_examples);
+      line["epoch"] = static_cast<double>((step + 1) * loop.batch_size) /
+                      static_cast<double>(loop.num_examples);
       line["loss"] = window_loss / static_cast<double>(window_steps);
       line["learning_rate"] = stats.learning_rate;
       line["grad_norm"] = stats.grad_norm;

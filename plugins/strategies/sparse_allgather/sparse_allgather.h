@@ -16,7 +16,7 @@ enum class Emulation {
 };
 
 struct SparseAllgatherOptions {
-  double bucket_mb = 25.0;           ///< MiB per dense all-reduce bucket
+  double bucket_mb = 25.0;  ///< MiB per dense all-reduce bucket
   Emulation emulate = Emulation::kNone;
 };
 
