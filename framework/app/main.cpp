@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "host/experiment.h"
+#include "host/gradcheck.h"
 #include "host/host_options.h"
 #include "host/plugin_host.h"
 #include "host/runner.h"
@@ -96,6 +97,16 @@ int cmd_validate(const CommonOptions& common, const std::string& file,
             << " variant(s) valid; outputs would go to "
             << (experiment.output_dir / experiment.name).string() << "\n";
   return 0;
+}
+
+int cmd_gradcheck(const CommonOptions& common, const std::string& file,
+                  const std::vector<std::string>& sets, const std::vector<std::string>& variants,
+                  const std::string& output_dir, const GradcheckOptions& options) {
+  PluginHost host;
+  load_plugins(host, common);
+  ResolvedExperiment experiment = load_experiment(host, file, sets, variants, output_dir);
+  log_versions(host);
+  return run_gradcheck(experiment, options);
 }
 
 std::string describe_option(const OptionDecl& d, bool host_key) {
@@ -211,6 +222,20 @@ int dispatch(int argc, char** argv) {
   validate->add_option("--set", sets, "override SECTION.KEY=VALUE (repeatable)");
   add_plugin_dir(validate);
 
+  int64_t steps = 3;
+  std::string save_baseline, baseline;
+  CLI::App* gradcheck = app.add_subcommand(
+      "gradcheck", "compare every variant's gradients and parameters with the reference's");
+  gradcheck->add_option("experiment", file, "experiment TOML file")->required();
+  gradcheck->add_option("--steps", steps, "optimizer steps per variant (default 3)");
+  gradcheck->add_option("--variant", variants, "check only this variant (repeatable)");
+  gradcheck->add_option("--set", sets, "override SECTION.KEY=VALUE (repeatable)");
+  gradcheck->add_option("--output-dir", output_dir, "folder for gradcheck.md and gradcheck.json");
+  gradcheck->add_option("--save-baseline", save_baseline,
+                        "write per-step gradient norms, losses and parameter checksums here");
+  gradcheck->add_option("--baseline", baseline, "fail when the numbers differ from this file");
+  add_plugin_dir(gradcheck);
+
   std::string describe;
   CLI::App* plugins = app.add_subcommand("plugins", "list the components of every plugin");
   plugins->add_option("--describe", describe, "print the options of the component NAME");
@@ -250,6 +275,13 @@ int dispatch(int argc, char** argv) {
   if (run->parsed()) return cmd_run(common, file, sets, variants, output_dir);
   if (validate->parsed()) return cmd_validate(common, file, sets, variants);
   if (plugins->parsed()) return cmd_plugins(common, describe);
+  if (gradcheck->parsed()) {
+    GradcheckOptions options;
+    options.steps = steps;
+    if (!save_baseline.empty()) options.save_baseline = fs::path(save_baseline);
+    if (!baseline.empty()) options.baseline = fs::path(baseline);
+    return cmd_gradcheck(common, file, sets, variants, output_dir, options);
+  }
   if (tokenize->parsed()) return cmd_tokenize(vocab, no_lower_case, ids);
   return kExitConfig;
 }

@@ -247,3 +247,75 @@ TEST(EndToEndStrategies, ReplicasGiveTheSingleDeviceUpdateAndEmulationsDoNot) {
 
 }  // namespace
 }  // namespace bertlab
+
+namespace bertlab {
+namespace {
+
+fs::path gradient_averaging_experiment() {
+  return fs::path(BERTLAB_SOURCE_DIR) / "experiments" / "gradient-averaging.toml";
+}
+
+TEST(EndToEndGradcheck, TheGradientAveragingExperimentMeetsEveryExpectation) {
+  TempDir dir;
+  auto r = run_bertlab(
+      {"gradcheck", gradient_averaging_experiment().string(), "--output-dir", dir.path().string(),
+       "--baseline",
+       (fs::path(BERTLAB_SOURCE_DIR) / "experiments" / "gradient-averaging.baseline.json")
+           .string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("every variant unchanged"), std::string::npos) << r.out;
+  auto json = nlohmann::json::parse(read_file(dir.path() / "gradient-averaging/gradcheck.json"));
+  const auto& v = json["variants"];
+  for (const char* name :
+       {"single", "mirrored-2", "sparse-allgather-2", "mirrored-4", "sparse-allgather-4"}) {
+    EXPECT_TRUE(v[name]["match"].get<bool>()) << name;
+  }
+  for (const char* name :
+       {"first-replica-indices-2", "no-divide-2", "uncoalesced-clip", "scatter-duplicates"}) {
+    EXPECT_FALSE(v[name]["match"].get<bool>()) << name;
+  }
+  // Concatenating two replicas' rows without dividing gives twice the embedding gradient.
+  EXPECT_NEAR(v["no-divide-2"]["embedding_grad_ratio"].get<double>(), 2.0, 1e-5);
+  EXPECT_NEAR(v["mirrored-4"]["embedding_grad_ratio"].get<double>(), 1.0, 1e-5);
+  EXPECT_TRUE(fs::is_regular_file(dir.path() / "gradient-averaging/gradcheck.md"));
+}
+
+TEST(EndToEndGradcheck, AnEmulationExpectedToMatchFails) {
+  std::string text = read_file(gradient_averaging_experiment());
+  const std::string marker = "emulate = \"no_divide\" }\nexpect = \"differ\"";
+  const size_t at = text.find(marker);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, marker.size(), "emulate = \"no_divide\" }\nexpect = \"match\"");
+  // Beside the original, so its relative data paths resolve.
+  const fs::path copy = gradient_averaging_experiment().parent_path() /
+                        ("gradcheck-copy-" + std::to_string(::getpid()) + ".toml");
+  testing::write_file(copy, text);
+  TempDir dir;
+  auto r = run_bertlab({"gradcheck", copy.string(), "--output-dir", dir.path().string(),
+                        "--variant", "single", "--variant", "no-divide-2"});
+  fs::remove(copy);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("| no-divide-2 | match |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
+TEST(EndToEndGradcheck, ABaselineCatchesAChangedStrategy) {
+  TempDir dir;
+  const fs::path baseline = dir / "baseline.json";
+  auto save = run_bertlab({"gradcheck", gradient_averaging_experiment().string(), "--variant",
+                           "single", "--variant", "sparse-allgather-2", "--output-dir",
+                           dir.path().string(), "--save-baseline", baseline.string()});
+  ASSERT_EQ(save.exit_code, 0) << save.out << save.err;
+  // The same variants with another clipping threshold: the numbers move, the baseline fails.
+  auto changed =
+      run_bertlab({"gradcheck", gradient_averaging_experiment().string(), "--variant", "single",
+                   "--variant", "sparse-allgather-2", "--output-dir", dir.path().string(), "--set",
+                   "optimizer.clip_norm=0.05", "--baseline", baseline.string()});
+  EXPECT_EQ(changed.exit_code, 1) << changed.out << changed.err;
+  EXPECT_NE(changed.out.find("baseline: variant 'sparse-allgather-2': "), std::string::npos)
+      << changed.out;
+}
+
+}  // namespace
+}  // namespace bertlab

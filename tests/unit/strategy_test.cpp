@@ -139,5 +139,34 @@ TEST_F(StrategyPlugins, FirstReplicaIndicesEmulationIsWrongByTheHandComputedAmou
   EXPECT_TRUE(at::equal(e[0].to_dense() - mean_embedding(), error));
 }
 
+TEST_F(StrategyPlugins, ARankThatStopsMakesTheOthersFailWithinTheTimeout) {
+  const Component* c = host_->registry().find(ComponentKind::kStrategy, "mirrored");
+  ASSERT_NE(c, nullptr);
+  ConfigView view("strategy", c->spec.options, {});
+  auto store = RendezvousStore::in_process();
+  std::string error;
+  const auto start = std::chrono::steady_clock::now();
+  std::thread survivor([&] {
+    try {
+      auto comm = make_gloo_communicator(*store, 0, kWorld, std::chrono::seconds(3));
+      GradientSet g = local_gradients(0);
+      c->strategy_factory(view)->reduce_gradients(g, *comm);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  std::thread quitter([&] {
+    // Joins the group, then stops before the first collective.
+    auto comm = make_gloo_communicator(*store, 1, kWorld, std::chrono::seconds(3));
+  });
+  quitter.join();
+  survivor.join();
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(waited, 20.0);
+  EXPECT_NE(error.find("[comm] rank 0 of 2: all_reduce failed or timed out"), std::string::npos)
+      << error;
+}
+
 }  // namespace
 }  // namespace bertlab

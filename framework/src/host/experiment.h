@@ -44,6 +44,7 @@ struct VariantData {
   std::string name;
   Location loc;
   std::map<std::string, SectionData> sections;  ///< overrides only
+  std::map<std::string, Setting> expectation;   ///< expect, rtol, atol (for gradcheck)
 };
 
 /// A parsed experiment file, before merging and validation.
@@ -81,6 +82,10 @@ struct ResolvedVariant {
   ResolvedComponent strategy;
   ResolvedComponent optimizer;
   std::string resolved_toml;  ///< the exact configuration, every key with its effective value
+  /// What `bertlab gradcheck` expects of this variant against the reference.
+  std::string expect = "match";  ///< "match" or "differ"
+  double rtol = 1e-5;            ///< relative tolerance of a match
+  double atol = 1e-6;            ///< absolute tolerance of a match
 };
 
 struct ResolvedExperiment {

@@ -113,6 +113,10 @@ void read_variant(const toml::table& table, const std::string& origin, size_t in
       }
       continue;
     }
+    if (key == "expect" || key == "rtol" || key == "atol") {
+      variant.expectation[key] = to_setting(node, loc);
+      continue;
+    }
     const auto& sections = known_sections();
     if (std::find(sections.begin(), sections.end(), key) != sections.end()) {
       if (auto sub = node.as_table()) {
@@ -125,7 +129,9 @@ void read_variant(const toml::table& table, const std::string& origin, size_t in
       continue;
     }
     std::string hint;
-    if (auto close = closest_match(key, sections)) {
+    std::vector<std::string> variant_keys = sections;
+    variant_keys.insert(variant_keys.end(), {"name", "expect", "rtol", "atol"});
+    if (auto close = closest_match(key, variant_keys)) {
       hint = fmt::format("; did you mean '{}'?", *close);
     } else {
       hint =

@@ -417,6 +417,22 @@ ResolvedVariant resolve_variant(const ExperimentFile& file, const VariantData* v
     }
   }
 
+  if (variant != nullptr) {
+    SectionData meta;
+    meta.loc = variant->loc;
+    meta.keys = variant->expectation;
+    const std::vector<OptionDecl> decls = {
+        string_option("expect", "match", "gradcheck: match or differ from the reference")
+            .one_of({"match", "differ"}),
+        float_option("rtol", 1e-5, "gradcheck: relative tolerance").at_least(0),
+        float_option("atol", 1e-6, "gradcheck: absolute tolerance").at_least(0)};
+    ConfigView view("variant", decls,
+                    validate_section({"variant", &meta, decls, "[[variant]]", base_dir}, diag));
+    out.expect = view.get_string("expect");
+    out.rtol = view.get_float("rtol");
+    out.atol = view.get_float("atol");
+  }
+
   std::string& t = out.resolved_toml;
   t = fmt::format("# variant '{}' of {}, as it ran (defaults marked)\n", out.name,
                   file.path.string());

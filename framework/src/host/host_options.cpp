@@ -49,6 +49,9 @@ std::vector<OptionDecl> strategy_host_options() {
       int_option("replicas", 1, "data-parallel replicas (ranks) on this machine").at_least(1),
       string_option("launcher", "threads", "threads: the ranks run as threads of this process")
           .one_of({"threads"}),
+      int_option("check_every_steps", 100,
+                 "steps between checks that every replica holds the same parameters")
+          .at_least(1),
       float_option("timeout_s", 300.0,
                    "seconds a collective may wait for the other ranks before it is an error")
           .above(0),

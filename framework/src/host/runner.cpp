@@ -114,6 +114,10 @@ struct TrainLoop {
   int64_t log_every = 1;
   fs::path dir;
   Clock::time_point start;
+  int64_t stop_after = 0;     ///< steps to run (<= num_train_steps)
+  int64_t check_every = 100;  ///< steps between cross-replica parameter checksums
+  bool write_metrics = true;
+  const RunHooks* hooks = nullptr;
 };
 
 struct TrainOutcome {
@@ -122,6 +126,30 @@ struct TrainOutcome {
   double final_loss = 0.0;
 };
 
+/// Every replica applied the same averaged gradient with the same optimizer, so their
+/// parameters must be bitwise equal. Compares per-parameter checksums (sum and sum of squares,
+/// in double) with every other rank; a difference names the step, the parameter and the ranks.
+void check_replicas_agree(torch::nn::Module& model, Communicator& comm, int64_t step) {
+  std::vector<std::string> names;
+  std::vector<double> sums;
+  for (const auto& item : model.named_parameters(true)) {
+    const at::Tensor p = item.value().detach().to(at::kDouble);
+    names.push_back(item.key());
+    sums.push_back(p.sum().item<double>());
+    sums.push_back(p.pow(2).sum().item<double>());
+  }
+  const auto all = comm.all_gather(at::tensor(sums, at::kDouble));
+  for (size_t r = 0; r < all.size(); ++r) {
+    if (at::equal(all[r], all[0])) continue;
+    const at::Tensor differs = all[r].ne(all[0]).nonzero();
+    const int64_t first = differs[0][0].item<int64_t>() / 2;
+    throw Error(fmt::format(
+        "[train] step {}: the replicas diverged: parameter {} differs between rank 0 and rank {} "
+        "(sum {:.17g} vs {:.17g}); a strategy left the ranks with different gradients",
+        step, names[first], r, all[0][2 * first].item<double>(), all[r][2 * first].item<double>()));
+  }
+}
+
 /// One rank's training loop (DESIGN.md "One training step"). Rank 0 also logs and writes
 /// metrics.jsonl. Every rank holds identical parameters after each step.
 TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communicator& comm) {
@@ -129,6 +157,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   const int rank = comm.rank();
   const int world = comm.world_size();
   const bool leader = rank == 0;
+  const bool write = leader && loop.write_metrics;
   std::unique_ptr<Strategy> strategy =
       variant.strategy.component->strategy_factory(variant.strategy.options);
   std::unique_ptr<Optimizer> optimizer =
@@ -142,7 +171,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   const fs::path metrics_path = loop.dir / "metrics.jsonl";
   const fs::path partial_path = loop.dir / "metrics.jsonl.partial";
   std::ofstream metrics_out;
-  if (leader) {
+  if (write) {
     metrics_out.open(partial_path, std::ios::trunc);
     BERTLAB_CHECK(metrics_out.good(), "{}: cannot write", partial_path.string());
   }
@@ -155,7 +184,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   auto window_start = Clock::now();
   const auto train_start = Clock::now();
   model.train();
-  for (int64_t step = 0; step < loop.num_train_steps; ++step) {
+  for (int64_t step = 0; step < loop.stop_after; ++step) {
     // Replica r takes examples [r*B/N, (r+1)*B/N) of the global batch.
     std::vector<int64_t> global = order.next();
     std::vector<int64_t> mine(global.begin() + rank * shard, global.begin() + (rank + 1) * shard);
@@ -165,7 +194,11 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     out.loss.backward();
     GradientSet grads = GradientSet::from_module(model);
     strategy->reduce_gradients(grads, comm);
+    if (leader && loop.hooks->on_averaged) loop.hooks->on_averaged(step, grads);
     StepStats stats = optimizer->step(grads, step);
+    if (world > 1 && ((step + 1) % loop.check_every == 0 || step + 1 == loop.stop_after)) {
+      check_replicas_agree(model, comm, step + 1);
+    }
     // The global batch's mean loss: the mean of the replicas' shard means (equal shards).
     double loss = out.loss.item<double>();
     if (world > 1) {
@@ -179,7 +212,8 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     outcome.steps = step + 1;
     window_loss += loss;
     ++window_steps;
-    if (!leader) continue;
+    if (leader && loop.hooks->on_loss) loop.hooks->on_loss(step, loss);
+    if (!write) continue;
     const bool last = step + 1 == loop.num_train_steps;
     progress.update(step + 1, loss,
                     static_cast<double>((step + 1) * loop.batch_size) / seconds_since(train_start));
@@ -208,7 +242,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     }
   }
   outcome.train_seconds = seconds_since(train_start);
-  if (leader) {
+  if (write) {
     progress.finish();
     metrics_out.close();
     BERTLAB_CHECK(!metrics_out.fail(), "{}: write failed", partial_path.string());
@@ -260,13 +294,17 @@ TrainOutcome train_replicas(const TrainLoop& loop,
 
 }  // namespace
 
-VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVariant& variant) {
+VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVariant& variant,
+                          const RunHooks& hooks) {
+  const bool files = hooks.max_steps == 0;
   const auto start = Clock::now();
   VariantResult result;
   result.name = variant.name;
   result.dir = experiment.output_dir / experiment.name / variant.name;
-  fs::create_directories(result.dir);
-  write_file_atomic(result.dir / "resolved.toml", variant.resolved_toml);
+  if (files) {
+    fs::create_directories(result.dir);
+    write_file_atomic(result.dir / "resolved.toml", variant.resolved_toml);
+  }
 
   int threads = static_cast<int>(variant.experiment.get_int("threads"));
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -326,6 +364,10 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   loop.log_every = variant.train.get_int("log_every_steps");
   loop.dir = result.dir;
   loop.start = start;
+  loop.stop_after = files ? num_train_steps : std::min(num_train_steps, hooks.max_steps);
+  loop.write_metrics = files;
+  loop.hooks = &hooks;
+  loop.check_every = variant.strategy_host.get_int("check_every_steps");
   TrainOutcome outcome;
   if (do_train) {
     log_info("train", "{} examples, batch {} over {} replica(s), {} steps ({} per epoch)",
@@ -339,7 +381,7 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   result.examples_per_second =
       train_seconds > 0 ? static_cast<double>(step * batch_size) / train_seconds : 0.0;
 
-  if (variant.train.get_bool("do_eval")) {
+  if (files && variant.train.get_bool("do_eval")) {
     model->eval();
     EvalContext eval_ctx{device, variant.train.get_int("eval_batch_size"), result.dir};
     result.eval_metrics = task->evaluate(*model, eval_ctx);

@@ -7,12 +7,15 @@
 #include <bertlab/task.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace bertlab {
+
+class GradientSet;
 
 /// What one variant produced, for the comparison table.
 struct VariantResult {
@@ -26,8 +29,20 @@ struct VariantResult {
   std::map<std::string, at::Tensor> final_parameters;  ///< CPU copies, for the comparison
 };
 
+/// Observers of a run, for `bertlab gradcheck`.
+struct RunHooks {
+  /// > 0: stop after this many steps (the schedule still spans the configured run), skip
+  /// evaluation and write no files.
+  int64_t max_steps = 0;
+  /// Rank 0, every step: the gradients averaged over the replicas, before clipping and update.
+  std::function<void(int64_t step, const GradientSet& grads)> on_averaged;
+  /// Rank 0, every step: the global batch's mean loss.
+  std::function<void(int64_t step, double loss)> on_loss;
+};
+
 /// Trains and evaluates one variant; writes resolved.toml, metrics.jsonl, eval_results.json.
-VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVariant& variant);
+VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVariant& variant,
+                          const RunHooks& hooks = {});
 
 /// Runs every selected variant in order, then writes comparison.md and comparison.csv.
 /// Returns the comparison table (Markdown).

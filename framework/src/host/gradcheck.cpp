@@ -1,0 +1,309 @@
+#include "host/gradcheck.h"
+
+#include <ATen/ATen.h>
+#include <bertlab/error.h>
+#include <bertlab/grad.h>
+#include <bertlab/io/atomic_file.h>
+#include <bertlab/log.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "host/runner.h"
+
+namespace bertlab {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// What one variant did: per step its averaged gradient (dense form) and loss, then its
+/// parameters.
+struct Trace {
+  std::vector<std::map<std::string, at::Tensor>> grads;  // [step] name → dense gradient
+  std::set<std::string> sparse_names;                    // parameters with sparse gradients
+  std::vector<double> losses;                            // [step]
+  std::map<std::string, at::Tensor> params;
+};
+
+Trace record(const ResolvedExperiment& experiment, const ResolvedVariant& variant, int64_t steps) {
+  Trace trace;
+  RunHooks hooks;
+  hooks.max_steps = steps;
+  hooks.on_averaged = [&](int64_t, const GradientSet& grads) {
+    std::map<std::string, at::Tensor> step;
+    for (const auto& e : grads.entries()) {
+      if (e.is_sparse()) trace.sparse_names.insert(e.name);
+      step[e.name] = e.to_dense().detach().to(at::kCPU, at::kDouble).clone();
+    }
+    trace.grads.push_back(std::move(step));
+  };
+  hooks.on_loss = [&](int64_t, double loss) { trace.losses.push_back(loss); };
+  VariantResult result = run_variant(experiment, variant, hooks);
+  for (const auto& [name, t] : result.final_parameters) trace.params[name] = t.to(at::kDouble);
+  return trace;
+}
+
+/// Largest differences between two sets of tensors with the same names.
+struct Difference {
+  double max_abs = 0.0;
+  double max_ref = 0.0;  ///< max|b| over every tensor compared
+  double max_rel = 0.0;  ///< max|a-b| / max|b|, both over every tensor compared
+  std::string where;     ///< the tensor with the largest absolute difference
+  bool close = true;     ///< every element: |a-b| <= atol + rtol*|b|
+};
+
+void accumulate(Difference& d, const std::string& name, const at::Tensor& a, const at::Tensor& b,
+                double rtol, double atol) {
+  BERTLAB_CHECK(a.sizes().equals(b.sizes()),
+                "gradcheck: {} has {} elements here and {} in the reference", name, a.numel(),
+                b.numel());
+  const at::Tensor diff = (a - b).abs();
+  const double abs = diff.max().item<double>();
+  const double scale = b.abs().max().item<double>();
+  if (d.where.empty() || abs > d.max_abs) {
+    d.max_abs = abs;
+    d.where = name;
+  }
+  d.max_ref = std::max(d.max_ref, scale);
+  d.max_rel = d.max_ref > 0 ? d.max_abs / d.max_ref : (d.max_abs > 0 ? INFINITY : 0.0);
+  d.close = d.close && (diff <= atol + rtol * b.abs()).all().item<bool>();
+}
+
+struct Row {
+  std::string variant;
+  std::string expect;
+  Difference dense_grad, sparse_grad, params;
+  double embedding_ratio = NAN;  ///< ||g_emb|| / ||g_emb of the reference|| at step 1
+  bool match = false;
+  bool pass = false;
+};
+
+Row compare(const std::string& name, const ResolvedVariant& variant, const Trace& t,
+            const Trace& ref) {
+  Row row;
+  row.variant = name;
+  row.expect = variant.expect;
+  std::set<std::string> sparse = t.sparse_names;
+  sparse.insert(ref.sparse_names.begin(), ref.sparse_names.end());
+  const size_t steps = std::min(t.grads.size(), ref.grads.size());
+  for (size_t s = 0; s < steps; ++s) {
+    for (const auto& [pname, g] : t.grads[s]) {
+      auto it = ref.grads[s].find(pname);
+      BERTLAB_CHECK(it != ref.grads[s].end(), "gradcheck: {} has no gradient in the reference",
+                    pname);
+      Difference& d = sparse.count(pname) ? row.sparse_grad : row.dense_grad;
+      accumulate(d, pname, g, it->second, variant.rtol, variant.atol);
+    }
+  }
+  for (const auto& [pname, p] : t.params) {
+    auto it = ref.params.find(pname);
+    BERTLAB_CHECK(it != ref.params.end(), "gradcheck: {} is not a parameter of the reference",
+                  pname);
+    accumulate(row.params, pname, p, it->second, variant.rtol, variant.atol);
+  }
+  if (!sparse.empty() && steps > 0) {
+    const std::string& emb = *sparse.begin();
+    const double mine = t.grads[0].at(emb).norm().item<double>();
+    const double theirs = ref.grads[0].at(emb).norm().item<double>();
+    if (theirs > 0) row.embedding_ratio = mine / theirs;
+  }
+  row.match = row.dense_grad.close && row.sparse_grad.close && row.params.close &&
+              t.grads.size() == ref.grads.size();
+  row.pass = row.match == (variant.expect == "match");
+  return row;
+}
+
+std::string sci(double v) {
+  if (std::isnan(v)) return "n/a";
+  return fmt::format("{:.2e}", v);
+}
+
+std::string table_markdown(const ResolvedExperiment& experiment, const std::vector<Row>& rows,
+                           int64_t steps) {
+  std::string out = fmt::format(
+      "# {}: gradcheck\n\nReference `{}`, {} steps. Gradients are the replicas' average before "
+      "clipping, every step; parameters after the last step. Relative: the largest difference "
+      "over the largest reference magnitude. A match: every element within atol + rtol*|ref|.\n\n",
+      experiment.name, experiment.reference, steps);
+  out +=
+      "| variant | expect | dense grad max abs | sparse grad max abs | grad max rel | param max "
+      "abs | param max rel | largest at | embedding grad ratio | result |\n"
+      "|---|---|---:|---:|---:|---:|---:|---|---:|---|\n";
+  for (const auto& r : rows) {
+    const double grad_abs = std::max(r.dense_grad.max_abs, r.sparse_grad.max_abs);
+    const double grad_ref = std::max(r.dense_grad.max_ref, r.sparse_grad.max_ref);
+    const double grad_rel = grad_ref > 0 ? grad_abs / grad_ref : 0.0;
+    out += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.variant, r.expect,
+        sci(r.dense_grad.max_abs), sci(r.sparse_grad.max_abs), sci(grad_rel), sci(r.params.max_abs),
+        sci(r.params.max_rel), r.params.max_abs == 0 ? "-" : r.params.where,
+        std::isnan(r.embedding_ratio) ? "n/a" : fmt::format("{:.4f}", r.embedding_ratio),
+        r.pass ? "PASS" : "FAIL");
+  }
+  return out;
+}
+
+nlohmann::ordered_json difference_json(const Difference& d) {
+  nlohmann::ordered_json j;
+  j["max_abs"] = d.max_abs;
+  j["max_rel"] = std::isfinite(d.max_rel) ? nlohmann::ordered_json(d.max_rel) : nullptr;
+  j["largest_at"] = d.where;
+  j["close"] = d.close;
+  return j;
+}
+
+/// The numbers a baseline keeps per variant: per-step gradient norms and losses, and
+/// checksums of the final parameters.
+nlohmann::ordered_json baseline_entry(const Trace& t) {
+  nlohmann::ordered_json j;
+  std::vector<double> norms;
+  for (const auto& step : t.grads) {
+    double sum = 0;
+    for (const auto& [name, g] : step) sum += g.pow(2).sum().item<double>();
+    norms.push_back(std::sqrt(sum));
+  }
+  double psum = 0, psq = 0;
+  for (const auto& [name, p] : t.params) {
+    psum += p.sum().item<double>();
+    psq += p.pow(2).sum().item<double>();
+  }
+  j["grad_norms"] = norms;
+  j["losses"] = t.losses;
+  j["param_sum"] = psum;
+  j["param_sum_squares"] = psq;
+  return j;
+}
+
+/// Problems of `run` against `baseline` (empty when within tolerance).
+std::vector<std::string> compare_baseline(const nlohmann::json& baseline,
+                                          const nlohmann::ordered_json& run,
+                                          const ResolvedExperiment& experiment,
+                                          const fs::path& file) {
+  std::vector<std::string> problems;
+  const auto& variants = baseline.at("variants");
+  for (const auto& v : experiment.variants) {
+    if (!variants.contains(v.name)) {
+      problems.push_back(
+          fmt::format("{}: no baseline for variant '{}' (save one with "
+                      "--save-baseline)",
+                      file.string(), v.name));
+      continue;
+    }
+    const auto& old = variants.at(v.name);
+    const auto& now = run.at(v.name);
+    auto check = [&](const std::string& what, double a, double b) {
+      if (!(std::abs(a - b) <= v.atol + v.rtol * std::abs(b))) {
+        problems.push_back(
+            fmt::format("variant '{}': {} is {:.9g}, baseline {:.9g} (rtol {}, "
+                        "atol {})",
+                        v.name, what, a, b, v.rtol, v.atol));
+      }
+    };
+    for (const char* key : {"grad_norms", "losses"}) {
+      const auto& a = now.at(key);
+      const auto& b = old.at(key);
+      if (a.size() != b.size()) {
+        problems.push_back(fmt::format("variant '{}': {} has {} steps, baseline {}", v.name, key,
+                                       a.size(), b.size()));
+        continue;
+      }
+      for (size_t i = 0; i < a.size(); ++i) {
+        check(fmt::format("{}[step {}]", key, i + 1), a[i].get<double>(), b[i].get<double>());
+      }
+    }
+    check("param_sum", now.at("param_sum").get<double>(), old.at("param_sum").get<double>());
+    check("param_sum_squares", now.at("param_sum_squares").get<double>(),
+          old.at("param_sum_squares").get<double>());
+  }
+  return problems;
+}
+
+}  // namespace
+
+int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& options) {
+  BERTLAB_CHECK_AS(ConfigError, options.steps >= 1, "--steps: must be >= 1, got {}", options.steps);
+  std::map<std::string, Trace> traces;
+  for (const auto& v : experiment.variants) {
+    log_info("train", "gradcheck: variant '{}', {} steps", v.name, options.steps);
+    traces[v.name] = record(experiment, v, options.steps);
+  }
+  auto ref_it = traces.find(experiment.reference);
+  if (ref_it == traces.end()) {
+    throw ConfigError(
+        fmt::format("gradcheck: the reference variant '{}' was not selected; add "
+                    "--variant {}",
+                    experiment.reference, experiment.reference));
+  }
+  std::vector<Row> rows;
+  for (const auto& v : experiment.variants) {
+    rows.push_back(compare(v.name, v, traces.at(v.name), ref_it->second));
+  }
+
+  const fs::path dir = experiment.output_dir / experiment.name;
+  const std::string md = table_markdown(experiment, rows, options.steps);
+  nlohmann::ordered_json json;
+  json["experiment"] = experiment.name;
+  json["reference"] = experiment.reference;
+  json["steps"] = options.steps;
+  for (const auto& r : rows) {
+    nlohmann::ordered_json j;
+    j["expect"] = r.expect;
+    j["dense_grad"] = difference_json(r.dense_grad);
+    j["sparse_grad"] = difference_json(r.sparse_grad);
+    j["params"] = difference_json(r.params);
+    j["embedding_grad_ratio"] = std::isnan(r.embedding_ratio)
+                                    ? nlohmann::ordered_json(nullptr)
+                                    : nlohmann::ordered_json(r.embedding_ratio);
+    j["match"] = r.match;
+    j["result"] = r.pass ? "PASS" : "FAIL";
+    json["variants"][r.variant] = j;
+  }
+  write_file_atomic(dir / "gradcheck.md", md);
+  write_file_atomic(dir / "gradcheck.json", json.dump(2) + "\n");
+  std::cout << md << "\nWritten to " << (dir / "gradcheck.md").string() << " and "
+            << (dir / "gradcheck.json").string() << "\n";
+
+  nlohmann::ordered_json numbers;
+  for (const auto& v : experiment.variants) numbers[v.name] = baseline_entry(traces.at(v.name));
+  if (options.save_baseline) {
+    nlohmann::ordered_json b;
+    b["experiment"] = experiment.name;
+    b["steps"] = options.steps;
+    b["variants"] = numbers;
+    write_file_atomic(*options.save_baseline, b.dump(2) + "\n");
+    std::cout << "Baseline written to " << options.save_baseline->string() << "\n";
+  }
+  bool ok = true;
+  for (const auto& r : rows) ok = ok && r.pass;
+  if (options.baseline) {
+    std::ifstream in(*options.baseline);
+    BERTLAB_CHECK_AS(ConfigError, in.good(), "--baseline {}: cannot read",
+                     options.baseline->string());
+    nlohmann::json baseline;
+    try {
+      baseline = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+      throw ConfigError(fmt::format("--baseline {}: not a gradcheck baseline: {}",
+                                    options.baseline->string(), e.what()));
+    }
+    BERTLAB_CHECK_AS(ConfigError, baseline.value("steps", int64_t{0}) == options.steps,
+                     "--baseline {}: recorded with {} steps; run with --steps {}",
+                     options.baseline->string(), baseline.value("steps", int64_t{0}),
+                     baseline.value("steps", int64_t{0}));
+    auto problems = compare_baseline(baseline, numbers, experiment, *options.baseline);
+    for (const auto& p : problems) std::cout << "baseline: " << p << "\n";
+    if (problems.empty()) {
+      std::cout << "Baseline " << options.baseline->string() << ": every variant unchanged\n";
+    }
+    ok = ok && problems.empty();
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace bertlab
