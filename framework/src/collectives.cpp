@@ -8,6 +8,7 @@ namespace bertlab {
 void all_reduce_mean_dense(GradientSet& grads, Communicator& comm, double bucket_mb) {
   const int world = comm.world_size();
   if (world == 1) return;
+  comm.set_traffic(Traffic::kDense);
   const auto bucket_bytes = static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0);
   std::vector<GradientEntry*> bucket;
   int64_t bytes = 0;
@@ -37,6 +38,7 @@ void all_reduce_mean_dense(GradientSet& grads, Communicator& comm, double bucket
     bytes += entry_bytes;
   }
   flush();
+  comm.set_traffic(Traffic::kOther);
 }
 
 }  // namespace bertlab

@@ -32,8 +32,10 @@ std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
 std::string without_timings(const fs::path& path) {
   std::string out;
   for (auto j : read_jsonl(path)) {
-    j.erase("examples_per_second");
-    j.erase("elapsed_s");
+    for (const char* timing :
+         {"examples_per_second", "elapsed_s", "compute_s", "comm_s", "optimizer_s"}) {
+      j.erase(timing);
+    }
     out += j.dump() + "\n";
   }
   return out;
@@ -71,8 +73,9 @@ TEST_F(EndToEnd, RunWritesEveryOutputOfEveryVariant) {
     EXPECT_FALSE(fs::exists(out(std::string(variant) + "/metrics.jsonl.partial")));
     auto lines = read_jsonl(out(std::string(variant) + "/metrics.jsonl"));
     ASSERT_EQ(lines.size(), 10u);  // 100 steps, a line every 10
-    for (const char* key : {"step", "epoch", "loss", "learning_rate", "grad_norm",
-                            "examples_per_second", "elapsed_s"}) {
+    for (const char* key :
+         {"step", "epoch", "loss", "learning_rate", "grad_norm", "examples_per_second", "elapsed_s",
+          "compute_s", "comm_s", "optimizer_s", "comm_dense_bytes", "comm_sparse_bytes"}) {
       EXPECT_TRUE(lines.back().contains(key)) << key;
     }
     EXPECT_EQ(lines.back()["step"], 100);
@@ -241,6 +244,19 @@ TEST(EndToEndStrategies, ReplicasGiveTheSingleDeviceUpdateAndEmulationsDoNot) {
   for (const char* v : {"no-divide-2", "first-replica-indices-2", "scatter-duplicates"}) {
     EXPECT_GT(diff.at(v), 1e-4) << v;
   }
+  // Each rank's payload: mirrored sends the densified embedding, sparse_allgather its rows.
+  auto last = [&](const char* variant) {
+    std::istringstream in(read_file(dir.path() / "gradient-averaging" / variant / "metrics.jsonl"));
+    std::string line, final_line;
+    while (std::getline(in, line)) final_line = line;
+    return nlohmann::json::parse(final_line);
+  };
+  const double embedding_bytes = 30522.0 * 32 * 4;
+  EXPECT_GT(last("mirrored-2")["comm_dense_bytes"].get<double>(), embedding_bytes);
+  EXPECT_EQ(last("mirrored-2")["comm_sparse_bytes"].get<double>(), 0.0);
+  EXPECT_LT(last("sparse-allgather-2")["comm_dense_bytes"].get<double>(), embedding_bytes);
+  EXPECT_GT(last("sparse-allgather-2")["comm_sparse_bytes"].get<double>(), 0.0);
+  EXPECT_EQ(last("single")["comm_dense_bytes"].get<double>(), 0.0);
   // Clipping by the norm of the stored rows clips harder than by the norm of the dense gradient.
   EXPECT_GT(std::abs(diff.at("uncoalesced-clip") - diff.at("coalesced-clip")), 1e-5);
 }

@@ -4,11 +4,15 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace bertlab {
+
+/// What a collective carries, for the traffic counters.
+enum class Traffic { kDense = 0, kSparse = 1, kOther = 2 };
 
 class Communicator {
  public:
@@ -25,6 +29,21 @@ class Communicator {
   /// Copies `root`'s tensors into every rank's, in place.
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;
   virtual void barrier() = 0;
+
+  /// The class the following collectives are counted under (until the next call).
+  void set_traffic(Traffic traffic) { traffic_ = traffic; }
+  /// Payload bytes this rank has contributed to collectives of `traffic` since the last reset
+  /// (the tensors it passed in; a ring all-reduce moves about 2(N-1)/N of that per rank).
+  int64_t traffic_bytes(Traffic traffic) const { return bytes_[static_cast<int>(traffic)]; }
+  void reset_traffic() { bytes_[0] = bytes_[1] = bytes_[2] = 0; }
+
+ protected:
+  /// Implementations call this with each collective's input size.
+  void count_bytes(int64_t bytes) { bytes_[static_cast<int>(traffic_)] += bytes; }
+
+ private:
+  Traffic traffic_ = Traffic::kOther;
+  int64_t bytes_[3] = {0, 0, 0};
 };
 
 /// A world of one rank: every collective is the identity.

@@ -43,6 +43,7 @@ class GlooCommunicator final : public Communicator {
 
   void all_reduce_sum(std::vector<at::Tensor>& tensors) override {
     for (auto& t : tensors) {
+      count_bytes(t.numel() * static_cast<int64_t>(t.element_size()));
       std::vector<at::Tensor> one{t};
       wait(group_->allreduce(one), "all_reduce");
     }
@@ -50,6 +51,7 @@ class GlooCommunicator final : public Communicator {
 
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor) override {
     std::vector<at::Tensor> input{tensor.contiguous()};
+    count_bytes(tensor.numel() * static_cast<int64_t>(tensor.element_size()));
     std::vector<std::vector<at::Tensor>> output(1);
     for (int r = 0; r < world_size_; ++r) output[0].push_back(at::empty_like(input[0]));
     wait(group_->allgather(output, input), "all_gather");
@@ -60,6 +62,7 @@ class GlooCommunicator final : public Communicator {
     c10d::BroadcastOptions opts;
     opts.rootRank = root;
     for (auto& t : tensors) {
+      if (rank_ == root) count_bytes(t.numel() * static_cast<int64_t>(t.element_size()));
       std::vector<at::Tensor> one{t};
       wait(group_->broadcast(one, opts), "broadcast");
     }

@@ -181,6 +181,11 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   TrainOutcome outcome;
   double window_loss = 0.0;
   int64_t window_steps = 0;
+  // Per-step sums over the logging window: time by phase, this rank's collective payload.
+  struct Window {
+    double compute_s = 0, comm_s = 0, optimizer_s = 0;
+    int64_t dense_bytes = 0, sparse_bytes = 0;
+  } window;
   auto window_start = Clock::now();
   const auto train_start = Clock::now();
   model.train();
@@ -188,14 +193,24 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     // Replica r takes examples [r*B/N, (r+1)*B/N) of the global batch.
     std::vector<int64_t> global = order.next();
     std::vector<int64_t> mine(global.begin() + rank * shard, global.begin() + (rank + 1) * shard);
+    const auto t0 = Clock::now();
     Batch batch = loop.task->make_train_batch(mine, loop.device);
     model.zero_grad(/*set_to_none=*/true);
     LossOutput out = loop.task->compute_loss(model, batch);
     out.loss.backward();
     GradientSet grads = GradientSet::from_module(model);
+    const auto t1 = Clock::now();
+    comm.reset_traffic();
     strategy->reduce_gradients(grads, comm);
+    const auto t2 = Clock::now();
+    window.dense_bytes += comm.traffic_bytes(Traffic::kDense);
+    window.sparse_bytes += comm.traffic_bytes(Traffic::kSparse);
     if (leader && loop.hooks->on_averaged) loop.hooks->on_averaged(step, grads);
     StepStats stats = optimizer->step(grads, step);
+    const auto t3 = Clock::now();
+    window.compute_s += std::chrono::duration<double>(t1 - t0).count();
+    window.comm_s += std::chrono::duration<double>(t2 - t1).count();
+    window.optimizer_s += std::chrono::duration<double>(t3 - t2).count();
     if (world > 1 && ((step + 1) % loop.check_every == 0 || step + 1 == loop.stop_after)) {
       check_replicas_agree(model, comm, step + 1);
     }
@@ -229,6 +244,12 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
       line["examples_per_second"] =
           static_cast<double>(window_steps * loop.batch_size) / std::max(window_s, 1e-9);
       line["elapsed_s"] = seconds_since(loop.start);
+      const double n = static_cast<double>(window_steps);
+      line["compute_s"] = window.compute_s / n;
+      line["comm_s"] = window.comm_s / n;
+      line["optimizer_s"] = window.optimizer_s / n;
+      line["comm_dense_bytes"] = static_cast<double>(window.dense_bytes) / n;
+      line["comm_sparse_bytes"] = static_cast<double>(window.sparse_bytes) / n;
       metrics_out << line.dump() << "\n";
       metrics_out.flush();
       outcome.final_loss = window_loss / static_cast<double>(window_steps);
@@ -238,6 +259,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
                                    static_cast<double>(loop.num_train_steps - step - 1)));
       window_loss = 0.0;
       window_steps = 0;
+      window = Window();
       window_start = Clock::now();
     }
   }

@@ -69,6 +69,7 @@ void SparseAllgatherStrategy::reduce_gradients(GradientSet& grads, Communicator&
   all_reduce_mean_dense(grads, comm, options_.bucket_mb);
   if (comm.world_size() == 1) return;
   const double n = comm.world_size();
+  comm.set_traffic(Traffic::kSparse);
   for (auto& entry : grads.entries()) {
     if (!entry.is_sparse()) continue;
     switch (options_.emulate) {
@@ -94,6 +95,7 @@ void SparseAllgatherStrategy::reduce_gradients(GradientSet& grads, Communicator&
         break;
     }
   }
+  comm.set_traffic(Traffic::kOther);
 }
 
 }  // namespace bertlab::sparse_allgather
