@@ -14,6 +14,7 @@
 #include "host/experiment.h"
 #include "host/gradcheck.h"
 #include "host/host_options.h"
+#include "host/launch.h"
 #include "host/plugin_host.h"
 #include "host/runner.h"
 #include "host/threads.h"
@@ -79,6 +80,7 @@ int cmd_run(const CommonOptions& common, const std::string& file,
              return names;
            }());
   std::string table = run_experiment(experiment, host);
+  if (table.empty()) return 0;  // a rank other than 0 of a launched run
   const fs::path dir = experiment.output_dir / experiment.name;
   std::cout << table << "\nComparison written to " << (dir / "comparison.md").string() << " and "
             << (dir / "comparison.csv").string() << "\n";
@@ -247,6 +249,33 @@ int dispatch(int argc, char** argv) {
   tokenize->add_option("--vocab", vocab, "vocab.txt")->required();
   tokenize->add_flag("--no-lower-case", no_lower_case, "keep case and accents");
   tokenize->add_flag("--ids", ids, "print token ids instead of tokens");
+
+  // `bertlab launch [--nproc N] [--master-port P] -- COMMAND...`: everything after `--` is the
+  // ranks' command line, passed through untouched.
+  if (argc >= 2 && std::strcmp(argv[1], "launch") == 0) {
+    LaunchOptions options;
+    int i = 2;
+    for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
+      const std::string flag = argv[i];
+      if ((flag == "--nproc" || flag == "--master-port") && i + 1 < argc) {
+        const std::string value = argv[++i];
+        int parsed = 0;
+        try {
+          parsed = std::stoi(value);
+        } catch (const std::exception&) {
+          throw ConfigError(fmt::format("launch {}: '{}' is not an integer", flag, value));
+        }
+        (flag == "--nproc" ? options.nproc : options.master_port) = parsed;
+      } else {
+        throw ConfigError(fmt::format(
+            "launch: unknown argument '{}'; usage: bertlab launch [--nproc N] [--master-port P] "
+            "-- COMMAND...",
+            flag));
+      }
+    }
+    for (++i; i < argc; ++i) options.command.emplace_back(argv[i]);
+    return launch_processes(options);
+  }
 
   // `bertlab GROUP TOOL ...`: tools contributed by plugins.
   if (argc >= 2 && argv[1][0] != '-') {

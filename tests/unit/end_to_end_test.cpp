@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -331,6 +332,53 @@ TEST(EndToEndGradcheck, ABaselineCatchesAChangedStrategy) {
   EXPECT_EQ(changed.exit_code, 1) << changed.out << changed.err;
   EXPECT_NE(changed.out.find("baseline: variant 'sparse-allgather-2': "), std::string::npos)
       << changed.out;
+}
+
+}  // namespace
+}  // namespace bertlab
+
+namespace bertlab {
+namespace {
+
+TEST(EndToEndLaunch, TwoProcessesOverLoopbackGlooMatchOneDevice) {
+  TempDir dir;
+  auto r = run_bertlab({"launch", "--nproc", "2", "--", BERTLAB_EXECUTABLE, "gradcheck",
+                        data_path("experiments/launch.toml").string(), "--output-dir",
+                        dir.path().string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("[rank 0] | sparse-allgather-env-2 | match |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  // Only rank 0 prints the table and writes files.
+  EXPECT_EQ(r.out.find("[rank 1] | single |"), std::string::npos) << r.out;
+  auto json = nlohmann::json::parse(read_file(dir.path() / "launch/gradcheck.json"));
+  EXPECT_TRUE(json["variants"]["sparse-allgather-env-2"]["match"].get<bool>());
+  EXPECT_TRUE(json["variants"]["mirrored-env-2"]["match"].get<bool>());
+}
+
+TEST(EndToEndLaunch, AFailingRankStopsTheOthersAndSetsTheExitCode) {
+  // Rank 1 exits at once; rank 0 would wait for it in the rendezvous. launch stops rank 0 and
+  // reports rank 1's exit code.
+  const std::string script = std::string("if [ \"$RANK\" = 1 ]; then exit 3; fi; exec ") +
+                             BERTLAB_EXECUTABLE + " run " +
+                             data_path("experiments/launch.toml").string() +
+                             " --variant mirrored-env-2 --output-dir /tmp/never-written";
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_bertlab({"launch", "--nproc", "2", "--", "/bin/sh", "-c", script});
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 3) << r.out << r.err;
+  EXPECT_NE(r.err.find("launch: rank 1 exited with 3; stopping the other ranks"), std::string::npos)
+      << r.err;
+  EXPECT_LT(waited, 30.0);
+}
+
+TEST(EndToEndLaunch, TheEnvLauncherWithoutRanksIsAConfigError) {
+  auto r = run_bertlab({"run", data_path("experiments/launch.toml").string(), "--variant",
+                        "mirrored-env-2", "--output-dir", "/tmp/never-written"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("uses launcher = \"env\", but RANK and WORLD_SIZE are not set"),
+            std::string::npos)
+      << r.err;
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 
 #include <bertlab/error.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 namespace bertlab {
 
@@ -19,15 +21,43 @@ std::shared_ptr<RendezvousStore> RendezvousStore::in_process() {
   return out;
 }
 
+std::shared_ptr<RendezvousStore> RendezvousStore::tcp(const std::string& host, int port, int rank,
+                                                      int world_size,
+                                                      std::chrono::milliseconds timeout) {
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<std::uint16_t>(port);
+  options.isServer = rank == 0;
+  options.numWorkers = static_cast<std::size_t>(world_size);
+  options.waitWorkers = true;
+  options.timeout = timeout;
+  std::shared_ptr<RendezvousStore> out(new RendezvousStore());
+  try {
+    out->impl->store = c10::make_intrusive<c10d::TCPStore>(host, options);
+  } catch (const std::exception& e) {
+    throw Error(fmt::format(
+        "[comm] rank {} of {}: the rendezvous at {}:{} failed (is every rank started, with the "
+        "same MASTER_ADDR and MASTER_PORT?): {}",
+        rank, world_size, host, port, e.what()));
+  }
+  return out;
+}
+
+std::shared_ptr<RendezvousStore> RendezvousStore::prefixed(const RendezvousStore& base,
+                                                           const std::string& prefix) {
+  std::shared_ptr<RendezvousStore> out(new RendezvousStore());
+  out->impl->store = c10::make_intrusive<c10d::PrefixStore>(prefix, base.impl->store);
+  return out;
+}
+
 namespace {
 
 class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
-                   std::chrono::milliseconds timeout)
+                   std::chrono::milliseconds timeout, const std::string& hostname)
       : rank_(rank), world_size_(world_size), timeout_(timeout) {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+    options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
     options->threads = 1;
     try {
       group_ = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, world_size, options);
@@ -92,8 +122,9 @@ class GlooCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_gloo_communicator(const RendezvousStore& store, int rank,
                                                      int world_size,
-                                                     std::chrono::milliseconds timeout) {
-  return std::make_unique<GlooCommunicator>(store.impl->store, rank, world_size, timeout);
+                                                     std::chrono::milliseconds timeout,
+                                                     const std::string& hostname) {
+  return std::make_unique<GlooCommunicator>(store.impl->store, rank, world_size, timeout, hostname);
 }
 
 }  // namespace bertlab

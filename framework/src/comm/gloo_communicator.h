@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
 
 namespace bertlab {
 
@@ -14,6 +15,13 @@ class RendezvousStore {
  public:
   /// An in-process store for ranks that are threads of this process.
   static std::shared_ptr<RendezvousStore> in_process();
+  /// A TCP store at `host`:`port`, served by rank 0 (torchrun's MASTER_ADDR / MASTER_PORT).
+  static std::shared_ptr<RendezvousStore> tcp(const std::string& host, int port, int rank,
+                                              int world_size, std::chrono::milliseconds timeout);
+  /// A view of `base` whose keys carry `prefix`, so successive groups on one store (one per
+  /// variant) do not collide.
+  static std::shared_ptr<RendezvousStore> prefixed(const RendezvousStore& base,
+                                                   const std::string& prefix);
   ~RendezvousStore();
 
   struct Impl;
@@ -25,8 +33,10 @@ class RendezvousStore {
 
 /// Joins the group as `rank` of `world_size` (blocks until every rank has joined or `timeout`
 /// passes). Every collective of the result fails after `timeout` instead of hanging.
+/// `hostname`: the address Gloo binds to (loopback for ranks on this machine).
 std::unique_ptr<Communicator> make_gloo_communicator(const RendezvousStore& store, int rank,
                                                      int world_size,
-                                                     std::chrono::milliseconds timeout);
+                                                     std::chrono::milliseconds timeout,
+                                                     const std::string& hostname = "127.0.0.1");
 
 }  // namespace bertlab

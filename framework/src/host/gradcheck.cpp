@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 
+#include "host/process_rank.h"
 #include "host/runner.h"
 
 namespace bertlab {
@@ -233,6 +234,8 @@ int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& 
     log_info("train", "gradcheck: variant '{}', {} steps", v.name, options.steps);
     traces[v.name] = record(experiment, v, options.steps);
   }
+  // Ranks other than 0 of a launched run only take part in the collectives.
+  if (is_secondary_process()) return 0;
   auto ref_it = traces.find(experiment.reference);
   if (ref_it == traces.end()) {
     throw ConfigError(

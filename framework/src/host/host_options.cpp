@@ -47,8 +47,10 @@ std::vector<OptionDecl> strategy_host_options() {
       plugin_option("strategy"),
       string_option("device", "cpu", "cpu, or cuda:N with a CUDA libtorch"),
       int_option("replicas", 1, "data-parallel replicas (ranks) on this machine").at_least(1),
-      string_option("launcher", "threads", "threads: the ranks run as threads of this process")
-          .one_of({"threads"}),
+      string_option("launcher", "threads",
+                    "threads: ranks are threads of this process; env: one process per rank, from "
+                    "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (bertlab launch, torchrun, Slurm)")
+          .one_of({"threads", "env"}),
       int_option("check_every_steps", 100,
                  "steps between checks that every replica holds the same parameters")
           .at_least(1),

@@ -18,10 +18,12 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <thread>
 
 #include "comm/gloo_communicator.h"
+#include "host/process_rank.h"
 #include "host/progress.h"
 #include "host/threads.h"
 
@@ -273,6 +275,26 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   return outcome;
 }
 
+/// This process is one rank of a launched run: it joins the others through a TCP store at
+/// MASTER_ADDR:MASTER_PORT (one per process, shared by its variants under a per-variant prefix).
+TrainOutcome train_process_rank(const TrainLoop& loop, torch::nn::Module& model,
+                                const ProcessRank& process, double timeout_s,
+                                const std::string& group_name) {
+  const auto timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000.0));
+  static std::shared_ptr<RendezvousStore> base;
+  if (!base) {
+    base = RendezvousStore::tcp(process.master_addr, process.master_port, process.rank,
+                                process.world_size, timeout);
+  }
+  auto store = RendezvousStore::prefixed(*base, group_name);
+  const bool loopback = process.master_addr == "127.0.0.1" || process.master_addr == "localhost";
+  auto comm = make_gloo_communicator(*store, process.rank, process.world_size, timeout,
+                                     loopback ? "127.0.0.1" : process.master_addr);
+  log_info("comm", "rank {} of {}: Gloo over TCP store {}:{}", process.rank, process.world_size,
+           process.master_addr, process.master_port);
+  return train_rank(loop, model, *comm);
+}
+
 /// Runs train_rank on every replica: on this thread for one, else one thread per rank joined
 /// through an in-process store. The first failure is rethrown; a rank that failed on its own
 /// is reported before the ranks that then timed out waiting for it.
@@ -318,7 +340,25 @@ TrainOutcome train_replicas(const TrainLoop& loop,
 
 VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVariant& variant,
                           const RunHooks& hooks) {
-  const bool files = hooks.max_steps == 0;
+  // In a launched run only rank 0's process writes files.
+  const bool files = hooks.max_steps == 0 && !is_secondary_process();
+  const bool env_launcher = variant.strategy_host.get_string("launcher") == "env";
+  std::optional<ProcessRank> process;
+  if (env_launcher) {
+    process = process_rank_from_env();
+    if (!process) {
+      throw ConfigError(fmt::format(
+          "strategy.launcher: variant '{}' uses launcher = \"env\", but RANK and WORLD_SIZE are "
+          "not set; start it with `bertlab launch --nproc {} -- bertlab ...` or torchrun",
+          variant.name, variant.strategy_host.get_int("replicas")));
+    }
+    if (process->world_size != variant.strategy_host.get_int("replicas")) {
+      throw ConfigError(fmt::format(
+          "strategy.replicas: variant '{}' declares {} replicas but WORLD_SIZE is {}; make them "
+          "equal",
+          variant.name, variant.strategy_host.get_int("replicas"), process->world_size));
+    }
+  }
   const auto start = Clock::now();
   VariantResult result;
   result.name = variant.name;
@@ -331,8 +371,9 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   int threads = static_cast<int>(variant.experiment.get_int("threads"));
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // Replicas are threads of this process: they share the cores.
-  const int64_t replica_count = variant.strategy_host.get_int("replicas");
-  set_compute_threads(std::max<int>(1, threads / static_cast<int>(replica_count)));
+  const int64_t sharing =
+      env_launcher ? process->local_world_size : variant.strategy_host.get_int("replicas");
+  set_compute_threads(std::max<int>(1, threads / static_cast<int>(sharing)));
   const auto seed = static_cast<uint64_t>(variant.experiment.get_int("seed"));
   const c10::Device device = parse_device(variant.strategy_host.get_string("device"));
   log_info("train", "variant '{}': task {}, strategy {}, optimizer {}, {} thread(s), device {}",
@@ -349,7 +390,9 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   // One model per replica, identically initialized from the seed (each replica draws the same
   // sequence from the freshly seeded generator).
   const bool sparse = variant.model.get_bool("sparse_embeddings");
-  const int replicas = static_cast<int>(variant.strategy_host.get_int("replicas"));
+  // Thread ranks: one model per replica here. Process ranks: this process's one.
+  const int replicas =
+      env_launcher ? 1 : static_cast<int>(variant.strategy_host.get_int("replicas"));
   std::vector<std::shared_ptr<torch::nn::Module>> models;
   for (int r = 0; r < replicas; ++r) {
     at::manual_seed(seed);
@@ -394,7 +437,10 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   if (do_train) {
     log_info("train", "{} examples, batch {} over {} replica(s), {} steps ({} per epoch)",
              num_examples, batch_size, replicas, num_train_steps, num_examples / batch_size);
-    outcome = train_replicas(loop, models, variant.strategy_host.get_float("timeout_s"));
+    const double timeout_s = variant.strategy_host.get_float("timeout_s");
+    outcome = env_launcher ? train_process_rank(loop, *model, *process, timeout_s,
+                                                experiment.name + "/" + variant.name)
+                           : train_replicas(loop, models, timeout_s);
   }
   const int64_t step = outcome.steps;
   const double train_seconds = outcome.train_seconds;
@@ -427,6 +473,7 @@ std::string run_experiment(const ResolvedExperiment& experiment, const PluginHos
   for (const auto& variant : experiment.variants) {
     results.push_back(run_variant(experiment, variant));
   }
+  if (is_secondary_process()) return "";
   const fs::path dir = experiment.output_dir / experiment.name;
   std::string md = comparison_markdown(experiment, results);
   write_file_atomic(dir / "comparison.md", md);

@@ -1,0 +1,28 @@
+#pragma once
+// This process's place in a multi-process run: torchrun's variables (RANK, WORLD_SIZE,
+// LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or Slurm's (SLURM_PROCID,
+// SLURM_NTASKS, SLURM_LOCALID) with MASTER_ADDR / MASTER_PORT.
+
+#include <optional>
+#include <string>
+
+namespace bertlab {
+
+struct ProcessRank {
+  int rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+};
+
+/// The variables of this process, or nullopt when neither torchrun's nor Slurm's are set.
+/// Throws ConfigError naming the variable when one is malformed or missing.
+std::optional<ProcessRank> process_rank_from_env();
+
+/// True when this process is a rank other than 0 of a launched run: it computes, but writes
+/// no files and prints no tables.
+bool is_secondary_process();
+
+}  // namespace bertlab
