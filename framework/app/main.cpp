@@ -11,6 +11,7 @@
 #include <cstring>
 #include <iostream>
 
+#include "host/bench_comm.h"
 #include "host/experiment.h"
 #include "host/gradcheck.h"
 #include "host/host_options.h"
@@ -238,6 +239,15 @@ int dispatch(int argc, char** argv) {
   gradcheck->add_option("--baseline", baseline, "fail when the numbers differ from this file");
   add_plugin_dir(gradcheck);
 
+  CLI::App* bench = app.add_subcommand("bench", "measure this machine");
+  bench->require_subcommand(1);
+  CommBenchOptions comm_bench;
+  CLI::App* bench_comm_cmd =
+      bench->add_subcommand("comm", "all-reduce and all-gather bandwidth (Gloo, thread ranks)");
+  bench_comm_cmd->add_option("--world", comm_bench.world, "ranks (default 2)");
+  bench_comm_cmd->add_option("--mb", comm_bench.mb, "MiB per rank (default 64)");
+  bench_comm_cmd->add_option("--iters", comm_bench.iterations, "timed repetitions (default 5)");
+
   std::string describe;
   CLI::App* plugins = app.add_subcommand("plugins", "list the components of every plugin");
   plugins->add_option("--describe", describe, "print the options of the component NAME");
@@ -304,6 +314,7 @@ int dispatch(int argc, char** argv) {
   if (run->parsed()) return cmd_run(common, file, sets, variants, output_dir);
   if (validate->parsed()) return cmd_validate(common, file, sets, variants);
   if (plugins->parsed()) return cmd_plugins(common, describe);
+  if (bench_comm_cmd->parsed()) return bench_comm(comm_bench);
   if (gradcheck->parsed()) {
     GradcheckOptions options;
     options.steps = steps;
@@ -320,6 +331,7 @@ int dispatch(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   using namespace bertlab;
+  tune_allocator();
   try {
     return dispatch(argc, argv);
   } catch (const ConfigError& e) {

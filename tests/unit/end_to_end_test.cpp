@@ -383,3 +383,23 @@ TEST(EndToEndLaunch, TheEnvLauncherWithoutRanksIsAConfigError) {
 
 }  // namespace
 }  // namespace bertlab
+
+namespace bertlab {
+namespace {
+
+TEST(EndToEndBench, CommReportsBandwidthOfBothCollectives) {
+  auto r = run_bertlab({"bench", "comm", "--world", "2", "--mb", "1", "--iters", "2"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["world"], 2);
+  for (const char* key :
+       {"all_reduce_s", "all_reduce_busbw_gbps", "all_gather_s", "all_gather_busbw_gbps"}) {
+    EXPECT_GT(j[key].get<double>(), 0.0) << key;
+  }
+  auto bad = run_bertlab({"bench", "comm", "--world", "1"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--world: must be >= 2, got 1"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace bertlab

@@ -8,8 +8,9 @@ std::vector<OptionDecl> experiment_options() {
           .mark_required(),
       string_option("description", "", "free text, copied to the comparison"),
       int_option("seed", 12345, "seed of initialization, dropout and the batch order").at_least(0),
-      int_option("threads", 0,
-                 "CPU threads for libtorch's and OpenBLAS's pools together; 0: one per core")
+      int_option("threads", 1,
+                 "CPU threads for libtorch's and OpenBLAS's pools together; 0: one per core "
+                 "(1 measured fastest on 2 cores, see README)")
           .in_range(0, 1024),
       string_option("output_dir", "runs",
                     "folder for results, relative to the current folder (as Google's "

@@ -3,6 +3,11 @@
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <malloc.h>
+
+#include <climits>
+#include <cstdlib>
+#include <cstring>
 
 namespace bertlab {
 
@@ -18,6 +23,15 @@ Fn find_symbol(const char* name) {
 void set_compute_threads(int threads) {
   at::set_num_threads(threads);
   if (auto set = find_symbol<void (*)(int)>("openblas_set_num_threads")) set(threads);
+}
+
+void tune_allocator() {
+  const char* env = std::getenv("BERTLAB_MALLOC_TUNING");
+  if (env != nullptr && std::strcmp(env, "0") == 0) return;
+  // 32 MiB is the largest mmap threshold glibc accepts on 64-bit; setting it also turns off
+  // the dynamic threshold. The trim threshold keeps the freed heap top for the next step.
+  ::mallopt(M_MMAP_THRESHOLD, 32 * 1024 * 1024);
+  ::mallopt(M_TRIM_THRESHOLD, INT_MAX);
 }
 
 std::string blas_description() {
