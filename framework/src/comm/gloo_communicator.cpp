@@ -55,7 +55,7 @@ class GlooCommunicator final : public Communicator {
  public:
   GlooCommunicator(const c10::intrusive_ptr<c10d::Store>& store, int rank, int world_size,
                    std::chrono::milliseconds timeout, const std::string& hostname)
-      : rank_(rank), world_size_(world_size), timeout_(timeout) {
+      : rank_(rank), world_size_(world_size), timeout_(timeout), store_(store) {
     auto options = c10d::ProcessGroupGloo::Options::create(timeout);
     options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
     options->threads = 1;
@@ -64,6 +64,15 @@ class GlooCommunicator final : public Communicator {
     } catch (const std::exception& e) {
       throw Error(fmt::format("[comm] rank {} of {}: joining the Gloo group failed: {}", rank,
                               world_size, e.what()));
+    }
+  }
+
+  ~GlooCommunicator() override {
+    // Tell the ranks still waiting in a collective who left (see wait()).
+    try {
+      store_->set(left_key(rank_), std::vector<uint8_t>{1});
+    } catch (const std::exception&) {
+      // The store's server (rank 0) may be gone already; nobody is left to tell.
     }
   }
 
@@ -101,20 +110,36 @@ class GlooCommunicator final : public Communicator {
   void barrier() override { wait(group_->barrier(), "barrier"); }
 
  private:
+  static std::string left_key(int rank) { return "bertlab/left/" + std::to_string(rank); }
+
+  /// The ranks that have closed their communicator (stopped, or failed and unwound).
+  std::string ranks_that_left() const {
+    std::vector<int> left;
+    for (int r = 0; r < world_size_; ++r) {
+      try {
+        if (r != rank_ && store_->check({left_key(r)})) left.push_back(r);
+      } catch (const std::exception&) {
+        return "the store is unreachable (rank 0 may have stopped)";
+      }
+    }
+    if (left.empty()) return "no rank has reported leaving; one may have crashed or be stuck";
+    return fmt::format("rank {} stopped", fmt::join(left, ", "));
+  }
+
   void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
     try {
       work->wait(timeout_);
     } catch (const std::exception& e) {
-      throw Error(fmt::format(
-          "[comm] rank {} of {}: {} failed or timed out after {} ms (another rank may have "
-          "stopped): {}",
-          rank_, world_size_, what, timeout_.count(), e.what()));
+      throw Error(fmt::format("[comm] rank {} of {}: {} failed or timed out after {} ms: {}; {}",
+                              rank_, world_size_, what, timeout_.count(), ranks_that_left(),
+                              e.what()));
     }
   }
 
   int rank_;
   int world_size_;
   std::chrono::milliseconds timeout_;
+  c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroupGloo> group_;
 };
 
