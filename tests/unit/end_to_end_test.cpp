@@ -1,6 +1,8 @@
 // The real `bertlab` executable end to end: a run with two variants and its output files,
 // determinism, validation before any work, and `bertlab tokenize` on the reference strings.
 
+#include <ATen/ATen.h>
+#include <bertlab/io/safetensors.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -67,7 +69,8 @@ testing::CommandResult* EndToEnd::result_ = nullptr;
 TEST_F(EndToEnd, RunWritesEveryOutputOfEveryVariant) {
   ASSERT_EQ(result_->exit_code, 0) << result_->err;
   for (const char* variant : {"dense", "sparse"}) {
-    for (const char* file : {"resolved.toml", "metrics.jsonl", "eval_results.json"}) {
+    for (const char* file :
+         {"resolved.toml", "metrics.jsonl", "eval_results.json", "model.safetensors"}) {
       EXPECT_TRUE(fs::is_regular_file(out(std::string(variant) + "/" + file)))
           << variant << "/" << file;
     }
@@ -83,6 +86,15 @@ TEST_F(EndToEnd, RunWritesEveryOutputOfEveryVariant) {
     EXPECT_DOUBLE_EQ(lines.back()["epoch"].get<double>(), 100.0 * 8 / 32);
     EXPECT_LT(lines.back()["loss"].get<double>(), lines.front()["loss"].get<double>());
   }
+  // The final weights, under Hugging Face names.
+  std::map<std::string, std::string> metadata;
+  auto weights = read_safetensors(out("dense/model.safetensors"), &metadata);
+  EXPECT_EQ(metadata.at("global_step"), "100");
+  std::map<std::string, at::Tensor> by_name(weights.begin(), weights.end());
+  ASSERT_TRUE(by_name.count("bert.embeddings.word_embeddings.weight"));
+  EXPECT_EQ(by_name.at("bert.embeddings.word_embeddings.weight").sizes().vec(),
+            (std::vector<int64_t>{30522, 32}));
+  EXPECT_TRUE(by_name.count("classifier.weight"));
   EXPECT_TRUE(fs::is_regular_file(out("comparison.md")));
   EXPECT_TRUE(fs::is_regular_file(out("comparison.csv")));
   EXPECT_NE(result_->out.find("| dense |"), std::string::npos) << result_->out;

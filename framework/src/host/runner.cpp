@@ -6,6 +6,7 @@
 #include <bertlab/error.h>
 #include <bertlab/grad.h>
 #include <bertlab/io/atomic_file.h>
+#include <bertlab/io/safetensors.h>
 #include <bertlab/log.h>
 #include <bertlab/optimizer.h>
 #include <bertlab/strategy.h>
@@ -461,6 +462,13 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
     log_info("eval", "variant '{}':{}", variant.name, summary);
   }
   result.final_parameters = snapshot_parameters(*model);
+  if (files) {
+    NamedTensors weights(result.final_parameters.begin(), result.final_parameters.end());
+    write_safetensors(result.dir / "model.safetensors", weights,
+                      {{"format", "pt"},
+                       {"bertlab_variant", variant.name},
+                       {"global_step", std::to_string(step)}});
+  }
   result.wall_time_s = seconds_since(start);
   log_info("train", "variant '{}' done in {:.1f} s, {:.1f} examples/s; outputs in {}", variant.name,
            result.wall_time_s, result.examples_per_second, result.dir.string());
