@@ -15,6 +15,7 @@
 #include "host/experiment.h"
 #include "host/gradcheck.h"
 #include "host/host_options.h"
+#include "host/inspect.h"
 #include "host/launch.h"
 #include "host/plugin_host.h"
 #include "host/runner.h"
@@ -248,6 +249,12 @@ int dispatch(int argc, char** argv) {
   bench_comm_cmd->add_option("--mb", comm_bench.mb, "MiB per rank (default 64)");
   bench_comm_cmd->add_option("--iters", comm_bench.iterations, "timed repetitions (default 5)");
 
+  std::string checkpoint;
+  bool stats = false;
+  CLI::App* inspect = app.add_subcommand("inspect", "list the tensors of a checkpoint");
+  inspect->add_option("checkpoint", checkpoint, "model.safetensors")->required();
+  inspect->add_flag("--stats", stats, "add mean, std, min and max of each tensor");
+
   std::string describe;
   CLI::App* plugins = app.add_subcommand("plugins", "list the components of every plugin");
   plugins->add_option("--describe", describe, "print the options of the component NAME");
@@ -315,6 +322,7 @@ int dispatch(int argc, char** argv) {
   if (validate->parsed()) return cmd_validate(common, file, sets, variants);
   if (plugins->parsed()) return cmd_plugins(common, describe);
   if (bench_comm_cmd->parsed()) return bench_comm(comm_bench);
+  if (inspect->parsed()) return inspect_checkpoint(checkpoint, stats, std::cout);
   if (gradcheck->parsed()) {
     GradcheckOptions options;
     options.steps = steps;

@@ -95,6 +95,18 @@ TEST_F(EndToEnd, RunWritesEveryOutputOfEveryVariant) {
   EXPECT_EQ(by_name.at("bert.embeddings.word_embeddings.weight").sizes().vec(),
             (std::vector<int64_t>{30522, 32}));
   EXPECT_TRUE(by_name.count("classifier.weight"));
+  EXPECT_NE(metadata.at("bert_config").find("\"hidden_size\": 32"), std::string::npos)
+      << metadata.at("bert_config");
+  auto inspect = run_bertlab({"inspect", out("dense/model.safetensors").string(), "--stats"});
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  EXPECT_NE(inspect.out.find(": safetensors, " + std::to_string(weights.size()) + " tensors, "),
+            std::string::npos)
+      << inspect.out;
+  EXPECT_NE(inspect.out.find("bert.embeddings.word_embeddings.weight"), std::string::npos);
+  EXPECT_NE(inspect.out.find("[30522, 32]  mean "), std::string::npos) << inspect.out;
+  auto not_one = run_bertlab({"inspect", out("dense/resolved.toml").string()});
+  EXPECT_EQ(not_one.exit_code, 1);
+  EXPECT_NE(not_one.err.find("not a safetensors file"), std::string::npos) << not_one.err;
   EXPECT_TRUE(fs::is_regular_file(out("comparison.md")));
   EXPECT_TRUE(fs::is_regular_file(out("comparison.csv")));
   EXPECT_NE(result_->out.find("| dense |"), std::string::npos) << result_->out;

@@ -467,7 +467,8 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
     write_safetensors(result.dir / "model.safetensors", weights,
                       {{"format", "pt"},
                        {"bertlab_variant", variant.name},
-                       {"global_step", std::to_string(step)}});
+                       {"global_step", std::to_string(step)},
+                       {"bert_config", variant.bert_config.to_json()}});
   }
   result.wall_time_s = seconds_since(start);
   log_info("train", "variant '{}' done in {:.1f} s, {:.1f} examples/s; outputs in {}", variant.name,
