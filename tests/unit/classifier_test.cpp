@@ -561,13 +561,18 @@ ClassifierTask make_mrpc_task(const std::string& eval_split) {
   return ClassifierTask(options);
 }
 
-TEST(ClassifierTask, PrepareTrainAndEvaluate) {
-  const BertConfig config = tiny_config();
-  ClassifierTask task = make_mrpc_task("dev");
+/// Reads and featurizes the task's data with the uncased tokenizer.
+void prepare(ClassifierTask& task, const BertConfig& config) {
   TaskContext ctx;
   ctx.bert_config = &config;
   ctx.tokenizer = &uncased_tokenizer();
   task.prepare(ctx);
+}
+
+TEST(ClassifierTask, PrepareTrainAndEvaluate) {
+  const BertConfig config = tiny_config();
+  ClassifierTask task = make_mrpc_task("dev");
+  prepare(task, config);
   EXPECT_EQ(task.num_train_examples(), 10);
   EXPECT_EQ(task.eval_features().size(), 6u);
 
@@ -605,10 +610,7 @@ TEST(ClassifierTask, PrepareTrainAndEvaluate) {
 TEST(ClassifierTask, SparseEmbeddingGradient) {
   const BertConfig config = tiny_config();
   ClassifierTask task = make_mrpc_task("dev");
-  TaskContext ctx;
-  ctx.bert_config = &config;
-  ctx.tokenizer = &uncased_tokenizer();
-  task.prepare(ctx);
+  prepare(task, config);
   auto model = task.create_model(config, /*sparse_embeddings=*/true);
   task.compute_loss(*model, task.make_train_batch({1, 2}, c10::Device(c10::kCPU))).loss.backward();
   const at::Tensor grad =
@@ -620,10 +622,7 @@ TEST(ClassifierTask, SparseEmbeddingGradient) {
 TEST(ClassifierTask, EvalSplitTrainUsesTrainingExamples) {
   const BertConfig config = tiny_config();
   ClassifierTask task = make_mrpc_task("train");
-  TaskContext ctx;
-  ctx.bert_config = &config;
-  ctx.tokenizer = &uncased_tokenizer();
-  task.prepare(ctx);
+  prepare(task, config);
   ASSERT_EQ(task.eval_features().size(), 6u);
   for (size_t i = 0; i < 6; ++i) {
     EXPECT_EQ(task.eval_features()[i].input_ids, task.train_features()[i].input_ids);
@@ -639,10 +638,7 @@ TEST(ClassifierTask, ColaReportsMcc) {
   options.max_train_examples = 4;
   options.max_eval_examples = 4;
   ClassifierTask task(options);
-  TaskContext ctx;
-  ctx.bert_config = &config;
-  ctx.tokenizer = &uncased_tokenizer();
-  task.prepare(ctx);
+  prepare(task, config);
   auto model = task.create_model(config, false);
   const Metrics metrics = task.evaluate(*model, EvalContext{});
   ASSERT_EQ(metrics.size(), 3u);
@@ -653,10 +649,7 @@ TEST(ClassifierTask, SequenceLongerThanPositionsIsConfigError) {
   BertConfig config = tiny_config();
   config.max_position_embeddings = 16;
   ClassifierTask task = make_mrpc_task("dev");  // max_seq_length 32
-  TaskContext ctx;
-  ctx.bert_config = &config;
-  ctx.tokenizer = &uncased_tokenizer();
-  EXPECT_THROW(task.prepare(ctx), ConfigError);
+  EXPECT_THROW(prepare(task, config), ConfigError);
 }
 
 }  // namespace

@@ -18,15 +18,6 @@ using testing::write_file;
 
 class ExperimentConfig : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    host_ = new PluginHost();
-    host_->load_directories({PluginHost::builtin_plugin_dir()});
-  }
-  static void TearDownTestSuite() {
-    delete host_;
-    host_ = nullptr;
-  }
-
   /// Writes an experiment whose paths point at the test fixtures, with `body` appended.
   fs::path write_experiment(const std::string& body, const std::string& name = "exp.toml") {
     const std::string header = fmt::format(R"([experiment]
@@ -62,7 +53,7 @@ learning_rate = 1e-4
   std::vector<std::string> errors_of(const fs::path& path, const ResolveOptions& options = {}) {
     try {
       ExperimentFile file = parse_experiment_file(path);
-      resolve_experiment(file, host_->registry(), options);
+      resolve_experiment(file, testing::builtin_plugins().registry(), options);
     } catch (const ConfigError& e) {
       return e.messages();
     }
@@ -75,16 +66,13 @@ learning_rate = 1e-4
     return out;
   }
 
-  static PluginHost* host_;
   TempDir dir_;
 };
-
-PluginHost* ExperimentConfig::host_ = nullptr;
 
 TEST_F(ExperimentConfig, ValidFileResolvesWithDefaults) {
   fs::path path = write_experiment("\n[train]\ntrain_batch_size = 8\n");
   ExperimentFile file = parse_experiment_file(path);
-  ResolvedExperiment exp = resolve_experiment(file, host_->registry(), {});
+  ResolvedExperiment exp = resolve_experiment(file, testing::builtin_plugins().registry(), {});
   ASSERT_EQ(exp.variants.size(), 1u);
   const ResolvedVariant& v = exp.variants[0];
   EXPECT_EQ(v.name, "default");
@@ -190,7 +178,7 @@ model = { sparse_embeddings = true, hidden_size = 64 }
 reference = "b"
 )");
   ExperimentFile file = parse_experiment_file(path);
-  ResolvedExperiment exp = resolve_experiment(file, host_->registry(), {});
+  ResolvedExperiment exp = resolve_experiment(file, testing::builtin_plugins().registry(), {});
   ASSERT_EQ(exp.variants.size(), 2u);
   EXPECT_EQ(exp.reference, "b");
   EXPECT_DOUBLE_EQ(exp.variants[0].optimizer.options.get_float("learning_rate"), 1e-4);
@@ -207,7 +195,7 @@ TEST_F(ExperimentConfig, SetOverridesEveryVariantAndNamesTheArgument) {
   ResolveOptions options;
   options.overrides.push_back(parse_set_argument("optimizer.learning_rate=7e-5"));
   options.overrides.push_back(parse_set_argument("train.log_every_steps=3"));
-  ResolvedExperiment exp = resolve_experiment(file, host_->registry(), options);
+  ResolvedExperiment exp = resolve_experiment(file, testing::builtin_plugins().registry(), options);
   EXPECT_DOUBLE_EQ(exp.variants[0].optimizer.options.get_float("learning_rate"), 7e-5);
   EXPECT_EQ(exp.variants[0].train.get_int("log_every_steps"), 3);
 

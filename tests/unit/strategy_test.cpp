@@ -13,6 +13,7 @@
 #include "comm/gloo_communicator.h"
 #include "host/plugin_host.h"
 #include "host/registry.h"
+#include "test_util.h"
 
 namespace bertlab {
 namespace {
@@ -48,19 +49,11 @@ at::Tensor mean_embedding() {
 
 class StrategyPlugins : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    host_ = new PluginHost();
-    host_->load_directories({PluginHost::builtin_plugin_dir()});
-  }
-  static void TearDownTestSuite() {
-    delete host_;
-    host_ = nullptr;
-  }
-
   /// Runs strategy `name` with `options` on both replicas; returns each rank's result.
   std::vector<GradientSet> reduce(const std::string& name,
                                   std::map<std::string, OptionValue> options = {}) {
-    const Component* c = host_->registry().find(ComponentKind::kStrategy, name);
+    const Component* c =
+        bertlab::testing::builtin_plugins().registry().find(ComponentKind::kStrategy, name);
     EXPECT_NE(c, nullptr) << name;
     ConfigView view("strategy", c->spec.options, std::move(options));
     auto store = RendezvousStore::in_process();
@@ -83,11 +76,7 @@ class StrategyPlugins : public ::testing::Test {
     for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
     return out;
   }
-
-  static PluginHost* host_;
 };
-
-PluginHost* StrategyPlugins::host_ = nullptr;
 
 void expect_same_on_every_rank(const std::vector<GradientSet>& results) {
   for (size_t i = 0; i < results[0].entries().size(); ++i) {
@@ -140,7 +129,8 @@ TEST_F(StrategyPlugins, FirstReplicaIndicesEmulationIsWrongByTheHandComputedAmou
 }
 
 TEST_F(StrategyPlugins, ARankThatStopsMakesTheOthersFailWithinTheTimeout) {
-  const Component* c = host_->registry().find(ComponentKind::kStrategy, "mirrored");
+  const Component* c =
+      bertlab::testing::builtin_plugins().registry().find(ComponentKind::kStrategy, "mirrored");
   ASSERT_NE(c, nullptr);
   ConfigView view("strategy", c->spec.options, {});
   auto store = RendezvousStore::in_process();

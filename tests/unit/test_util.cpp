@@ -1,5 +1,7 @@
 #include "test_util.h"
 
+#include "host/plugin_host.h"
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +15,15 @@
 namespace bertlab::testing {
 
 namespace fs = std::filesystem;
+
+const PluginHost& builtin_plugins() {
+  static const PluginHost* host = [] {
+    auto* h = new PluginHost();  // never unloaded: factories point into the libraries
+    h->load_directories({PluginHost::builtin_plugin_dir()});
+    return h;
+  }();
+  return *host;
+}
 
 fs::path data_path(const std::string& relative) {
   return fs::path(BERTLAB_TEST_DATA_DIR) / relative;

@@ -6,7 +6,15 @@
 #include <string>
 #include <vector>
 
+namespace bertlab {
+class PluginHost;
+}
+
 namespace bertlab::testing {
+
+/// The in-tree plugins of this build, loaded once per test process by the real host (kept
+/// loaded until the process ends, as the executable does).
+const PluginHost& builtin_plugins();
 
 /// tests/data/<relative>.
 std::filesystem::path data_path(const std::string& relative);
