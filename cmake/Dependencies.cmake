@@ -6,6 +6,8 @@ find_package(nlohmann_json REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(Boost 1.74 REQUIRED COMPONENTS filesystem)
 find_package(Threads REQUIRED)
+# The table format of TensorFlow checkpoint indexes is LevelDB's.
+find_package(leveldb CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 

@@ -216,6 +216,9 @@ int dispatch(int argc, char** argv) {
   run->add_option("--variant", variants, "run only this variant (repeatable)");
   run->add_option("--set", sets, "override SECTION.KEY=VALUE (repeatable)");
   run->add_option("--output-dir", output_dir, "results folder (default [experiment] output_dir)");
+  bool resume = false;
+  run->add_flag("--resume", resume,
+                "continue each variant from its newest checkpoint (as --set train.resume=true)");
   add_plugin_dir(run);
 
   CLI::App* validate = app.add_subcommand("validate",
@@ -252,8 +255,24 @@ int dispatch(int argc, char** argv) {
   std::string checkpoint;
   bool stats = false;
   CLI::App* inspect = app.add_subcommand("inspect", "list the tensors of a checkpoint");
-  inspect->add_option("checkpoint", checkpoint, "model.safetensors")->required();
+  inspect
+      ->add_option("checkpoint", checkpoint,
+                   "TF checkpoint (bert_model.ckpt), pytorch_model.bin or .safetensors")
+      ->required();
   inspect->add_flag("--stats", stats, "add mean, std, min and max of each tensor");
+
+  ConvertOptions convert_options;
+  std::string convert_config;
+  CLI::App* convert = app.add_subcommand("convert", "write any checkpoint as safetensors");
+  convert
+      ->add_option("--from", convert_options.from,
+                   "TF checkpoint (bert_model.ckpt), pytorch_model.bin or .safetensors")
+      ->required();
+  convert->add_option("--to", convert_options.to, "OUT.safetensors")->required();
+  convert->add_option("--names", convert_options.names,
+                      "hf: Hugging Face / bertlab names (default); google: TF names and layouts");
+  convert->add_option("--bert-config", convert_config,
+                      "bert_config.json for the metadata (default: the one beside --from)");
 
   std::string describe;
   CLI::App* plugins = app.add_subcommand("plugins", "list the components of every plugin");
@@ -318,11 +337,18 @@ int dispatch(int argc, char** argv) {
     int code = app.exit(e);
     return code == 0 ? 0 : kExitConfig;
   }
-  if (run->parsed()) return cmd_run(common, file, sets, variants, output_dir);
+  if (run->parsed()) {
+    if (resume) sets.emplace_back("train.resume=true");
+    return cmd_run(common, file, sets, variants, output_dir);
+  }
   if (validate->parsed()) return cmd_validate(common, file, sets, variants);
   if (plugins->parsed()) return cmd_plugins(common, describe);
   if (bench_comm_cmd->parsed()) return bench_comm(comm_bench);
   if (inspect->parsed()) return inspect_checkpoint(checkpoint, stats, std::cout);
+  if (convert->parsed()) {
+    if (!convert_config.empty()) convert_options.bert_config = fs::path(convert_config);
+    return convert_checkpoint(convert_options, std::cout);
+  }
   if (gradcheck->parsed()) {
     GradcheckOptions options;
     options.steps = steps;

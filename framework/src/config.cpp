@@ -109,7 +109,10 @@ std::string OptionDecl::rule() const {
   }
   if (min) return fmt::format("{} {}", min_exclusive ? ">" : ">=", format_bound(*min));
   if (max) return fmt::format("<= {}", format_bound(*max));
-  if (type == OptionType::kPath) return path_is_directory ? "existing folder" : "existing file";
+  if (type == OptionType::kPath) {
+    if (path_is_checkpoint) return "checkpoint";
+    return path_is_directory ? "existing folder" : "existing file";
+  }
   return "";
 }
 
@@ -161,6 +164,12 @@ OptionDecl path_option(std::string key, std::string doc) {
 OptionDecl dir_option(std::string key, std::string doc) {
   OptionDecl d = path_option(std::move(key), std::move(doc));
   d.path_is_directory = true;
+  return d;
+}
+
+OptionDecl checkpoint_option(std::string key, std::string doc) {
+  OptionDecl d = path_option(std::move(key), std::move(doc));
+  d.path_is_checkpoint = true;
   return d;
 }
 

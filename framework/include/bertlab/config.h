@@ -40,6 +40,7 @@ struct OptionDecl {
   std::vector<std::string> allowed;          ///< allowed values (string), empty: any
   std::string doc;                           ///< one line for --describe
   bool path_is_directory = false;            ///< kPath: must name a directory, not a file
+  bool path_is_checkpoint = false;           ///< kPath: a checkpoint (file, TF prefix or folder)
 
   /// value >= lo and value <= hi.
   OptionDecl& in_range(double lo, double hi);
@@ -63,6 +64,10 @@ OptionDecl string_option(std::string key, std::string default_value, std::string
 OptionDecl path_option(std::string key, std::string doc);
 /// A directory path, resolved against the experiment file's folder; must exist when non-empty.
 OptionDecl dir_option(std::string key, std::string doc);
+
+/// A checkpoint in any format bertlab reads (a file, a TensorFlow prefix such as
+/// `bert_model.ckpt`, or a folder holding one), resolved like a path; checked when non-empty.
+OptionDecl checkpoint_option(std::string key, std::string doc);
 
 /// Checks `value` against `decl` (type already converted). Returns what is wrong, or nothing.
 std::optional<std::string> check_value(const OptionDecl& decl, const OptionValue& value);

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bertlab {
@@ -35,6 +36,13 @@ class Optimizer {
   virtual StepStats step(GradientSet& grads, int64_t step) = 0;
   /// The learning rate at `step`.
   virtual double learning_rate(int64_t step) const = 0;
+  /// The optimizer's state for a resumable checkpoint (after init()): CPU copies, named by the
+  /// optimizer, e.g. "bert.pooler.dense.weight/adam_m" as Google names its slots. A stateless
+  /// optimizer returns nothing.
+  virtual std::vector<std::pair<std::string, at::Tensor>> state_dict() const = 0;
+  /// Restores what state_dict() returned (after init()). Throws Error naming a missing,
+  /// unexpected or mis-shaped tensor.
+  virtual void load_state_dict(const std::vector<std::pair<std::string, at::Tensor>>& state) = 0;
 };
 
 }  // namespace bertlab

@@ -23,7 +23,7 @@ class Strategy;
 class Optimizer;
 
 /// Bumped on every incompatible change of the SDK's interfaces.
-inline constexpr int kPluginApiVersion = 1;
+inline constexpr int kPluginApiVersion = 2;  // 2: Optimizer::state_dict()
 
 #define BERTLAB_STRINGIFY_(x) #x
 #define BERTLAB_STRINGIFY(x) BERTLAB_STRINGIFY_(x)

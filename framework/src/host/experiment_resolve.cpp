@@ -2,6 +2,7 @@
 // variant against the host's and the plugins' declarations. Every problem is collected.
 
 #include <bertlab/error.h>
+#include <bertlab/io/checkpoint.h>
 
 #include <ATen/Context.h>
 #include <c10/core/Device.h>
@@ -198,6 +199,16 @@ std::map<std::string, OptionValue> validate_section(const SectionCheck& check, D
         fs::path base = setting.loc.from_set ? fs::current_path() : check.base_dir;
         fs::path resolved = (base / text).lexically_normal();
         std::error_code ec;
+        if (decl->path_is_checkpoint) {
+          try {
+            locate_checkpoint(resolved);
+          } catch (const DataError& e) {
+            diag.add(setting.value_loc, check.section, key, e.what());
+            continue;
+          }
+          values[key] = resolved.string();
+          continue;
+        }
         bool ok = decl->path_is_directory ? fs::is_directory(resolved, ec)
                                           : fs::is_regular_file(resolved, ec);
         if (!ok) {

@@ -25,6 +25,12 @@ std::vector<OptionDecl> model_options() {
       bool_option("do_lower_case", true, "lower-case and strip accents before WordPiece"),
       bool_option("sparse_embeddings", false,
                   "word-embedding gradient as sparse rows (indices + values)"),
+      checkpoint_option("init_checkpoint",
+                        "initial weights: Google TF checkpoint (bert_model.ckpt), "
+                        "pytorch_model.bin or .safetensors; empty: random initialization"),
+      string_option("init_checkpoint_exclude", "",
+                    "comma-separated name parts; matching parameters keep their random "
+                    "initialization (e.g. classifier. for a head of another size)"),
   };
 }
 
@@ -40,6 +46,12 @@ std::vector<OptionDecl> train_options() {
       int_option("log_every_steps", 10, "steps between lines of metrics.jsonl").at_least(1),
       bool_option("do_train", true, "train the model"),
       bool_option("do_eval", true, "evaluate after training and write eval_results.json"),
+      int_option("save_checkpoints_steps", 0,
+                 "steps between resumable checkpoints in VARIANT/checkpoints/; 0: none")
+          .at_least(0),
+      int_option("keep_checkpoint_max", 5, "newest checkpoints kept; 0: all").at_least(0),
+      bool_option("resume", false,
+                  "continue from the newest checkpoint in VARIANT/checkpoints/ (--resume)"),
   };
 }
 

@@ -6,8 +6,10 @@
 #include <bertlab/error.h>
 #include <bertlab/grad.h>
 #include <bertlab/io/atomic_file.h>
+#include <bertlab/io/checkpoint.h>
 #include <bertlab/io/safetensors.h>
 #include <bertlab/log.h>
+#include <bertlab/model/init_checkpoint.h>
 #include <bertlab/optimizer.h>
 #include <bertlab/strategy.h>
 #include <bertlab/text/tokenizer.h>
@@ -18,15 +20,18 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "comm/gloo_communicator.h"
 #include "host/process_rank.h"
 #include "host/progress.h"
 #include "host/threads.h"
+#include "host/train_checkpoint.h"
 
 namespace bertlab {
 
@@ -47,6 +52,11 @@ class BatchOrder {
  public:
   BatchOrder(int64_t num_examples, int64_t batch_size, uint64_t seed)
       : n_(num_examples), batch_(batch_size), rng_(seed) {}
+
+  /// Skips the first `batches` batches (a resumed run continues where the checkpoint left off).
+  void skip(int64_t batches) {
+    for (int64_t b = 0; b < batches; ++b) next();
+  }
 
   std::vector<int64_t> next() {
     std::vector<int64_t> out;
@@ -121,6 +131,10 @@ struct TrainLoop {
   int64_t check_every = 100;  ///< steps between cross-replica parameter checksums
   bool write_metrics = true;
   const RunHooks* hooks = nullptr;
+  const TrainCheckpoint* resume = nullptr;  ///< continue from this checkpoint's state
+  int64_t save_every = 0;                   ///< steps between checkpoints; 0: none
+  int64_t keep_max = 5;                     ///< newest checkpoints kept; 0: all
+  fs::path checkpoint_root;                 ///< VARIANT/checkpoints
 };
 
 struct TrainOutcome {
@@ -170,20 +184,34 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     parameters.push_back({item.key(), item.value()});
   }
   optimizer->init(parameters, OptimizerContext{loop.num_train_steps});
+  const int64_t first_step = loop.resume != nullptr ? loop.resume->state.step : 0;
+  if (loop.resume != nullptr) optimizer->load_state_dict(loop.resume->optimizer);
 
   const fs::path metrics_path = loop.dir / "metrics.jsonl";
   const fs::path partial_path = loop.dir / "metrics.jsonl.partial";
   std::ofstream metrics_out;
+  // Every line logged so far, for checkpoints: a resumed run's metrics.jsonl continues it.
+  std::string metrics_text = loop.resume != nullptr ? loop.resume->state.metrics_lines : "";
   if (write) {
     metrics_out.open(partial_path, std::ios::trunc);
     BERTLAB_CHECK(metrics_out.good(), "{}: cannot write", partial_path.string());
+    metrics_out << metrics_text;
   }
   Progress progress(variant.name, loop.num_train_steps);
   BatchOrder order(loop.num_examples, loop.batch_size, loop.seed);
+  order.skip(first_step);
   const int64_t shard = loop.batch_size / world;
   TrainOutcome outcome;
   double window_loss = 0.0;
   int64_t window_steps = 0;
+  double earlier_seconds = 0.0;  // training time of the run that wrote the checkpoint
+  if (loop.resume != nullptr) {
+    window_loss = loop.resume->state.window_loss;
+    window_steps = loop.resume->state.window_steps;
+    outcome.final_loss = loop.resume->state.final_loss;
+    outcome.steps = first_step;
+    earlier_seconds = loop.resume->state.train_seconds;
+  }
   // Per-step sums over the logging window: time by phase, this rank's collective payload.
   struct Window {
     double compute_s = 0, comm_s = 0, optimizer_s = 0;
@@ -192,7 +220,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   auto window_start = Clock::now();
   const auto train_start = Clock::now();
   model.train();
-  for (int64_t step = 0; step < loop.stop_after; ++step) {
+  for (int64_t step = first_step; step < loop.stop_after; ++step) {
     // Replica r takes examples [r*B/N, (r+1)*B/N) of the global batch.
     std::vector<int64_t> global = order.next();
     std::vector<int64_t> mine(global.begin() + rank * shard, global.begin() + (rank + 1) * shard);
@@ -234,7 +262,8 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     if (!write) continue;
     const bool last = step + 1 == loop.num_train_steps;
     progress.update(step + 1, loss,
-                    static_cast<double>((step + 1) * loop.batch_size) / seconds_since(train_start));
+                    static_cast<double>((step + 1 - first_step) * loop.batch_size) /
+                        seconds_since(train_start));
     if ((step + 1) % loop.log_every == 0 || last) {
       const double window_s = seconds_since(window_start);
       nlohmann::ordered_json line;
@@ -255,18 +284,38 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
       line["comm_sparse_bytes"] = static_cast<double>(window.sparse_bytes) / n;
       metrics_out << line.dump() << "\n";
       metrics_out.flush();
+      metrics_text += line.dump() + "\n";
       outcome.final_loss = window_loss / static_cast<double>(window_steps);
-      progress.log_line(step + 1, outcome.final_loss, stats.learning_rate,
-                        line["examples_per_second"].get<double>(),
-                        format_eta(seconds_since(train_start) / static_cast<double>(step + 1) *
-                                   static_cast<double>(loop.num_train_steps - step - 1)));
+      progress.log_line(
+          step + 1, outcome.final_loss, stats.learning_rate,
+          line["examples_per_second"].get<double>(),
+          format_eta(seconds_since(train_start) / static_cast<double>(step + 1 - first_step) *
+                     static_cast<double>(loop.num_train_steps - step - 1)));
       window_loss = 0.0;
       window_steps = 0;
       window = Window();
       window_start = Clock::now();
     }
+    if (loop.save_every > 0 && (step + 1) % loop.save_every == 0) {
+      TrainState state;
+      state.step = step + 1;
+      state.window_loss = window_loss;
+      state.window_steps = window_steps;
+      state.final_loss = outcome.final_loss;
+      state.train_seconds = earlier_seconds + seconds_since(train_start);
+      state.metrics_lines = metrics_text;
+      {
+        at::Generator generator = at::detail::getDefaultCPUGenerator();
+        std::lock_guard<std::mutex> lock(generator.mutex());
+        state.rng_state = generator.get_state();
+      }
+      save_train_checkpoint(loop.checkpoint_root, state, model, *optimizer, variant.resolved_toml,
+                            loop.keep_max);
+      log_info("train", "step {}: checkpoint {}", step + 1,
+               train_checkpoint_dir(loop.checkpoint_root, step + 1).string());
+    }
   }
-  outcome.train_seconds = seconds_since(train_start);
+  outcome.train_seconds = earlier_seconds + seconds_since(train_start);
   if (write) {
     progress.finish();
     metrics_out.close();
@@ -337,6 +386,69 @@ TrainOutcome train_replicas(const TrainLoop& loop,
   return outcome;
 }
 
+/// Copies `tensors` (bertlab names) into `model`'s parameters; every parameter must be there.
+void load_parameters(torch::nn::Module& model, const NamedTensors& tensors, const fs::path& file) {
+  std::map<std::string, const at::Tensor*> by_name;
+  for (const auto& [name, t] : tensors) by_name[name] = &t;
+  c10::NoGradGuard no_grad;
+  for (auto& item : model.named_parameters(true)) {
+    auto it = by_name.find(item.key());
+    BERTLAB_CHECK_AS(DataError, it != by_name.end(), "{}: parameter {} is missing", file.string(),
+                     item.key());
+    BERTLAB_CHECK_AS(DataError, it->second->sizes().equals(item.value().sizes()),
+                     "{}: parameter {} has shape [{}], the model [{}]", file.string(), item.key(),
+                     fmt::join(it->second->sizes(), ", "), fmt::join(item.value().sizes(), ", "));
+    item.value().copy_(*it->second);
+  }
+}
+
+/// [train] resume: the newest complete checkpoint of this variant, checked against the current
+/// configuration; nullopt when there is none yet (the run starts from step 0).
+std::optional<TrainCheckpoint> find_resume_checkpoint(const ResolvedVariant& variant,
+                                                      const fs::path& root) {
+  const auto all = list_train_checkpoints(root);
+  if (all.empty()) {
+    log_info("train", "variant '{}': resume: no checkpoint in {} yet; starting from step 0",
+             variant.name, root.string());
+    return std::nullopt;
+  }
+  TrainCheckpoint ckpt = load_train_checkpoint(all.back());
+  for (const auto& change :
+       compare_resume_config(ckpt.resolved_toml, variant.resolved_toml, ckpt.dir)) {
+    log_warning("train", "variant '{}': resuming with a changed setting: {}", variant.name, change);
+  }
+  log_info("train", "variant '{}': resuming from {} (step {})", variant.name, ckpt.dir.string(),
+           ckpt.state.step);
+  return ckpt;
+}
+
+/// [model] init_checkpoint: every replica's model from the same checkpoint; the report goes to
+/// VARIANT/init_report.json when `dir` is set.
+void init_models_from_checkpoint(const ResolvedVariant& variant,
+                                 const std::vector<std::shared_ptr<torch::nn::Module>>& models,
+                                 const std::optional<fs::path>& report_dir) {
+  const fs::path path = variant.model.get_path("init_checkpoint");
+  Checkpoint checkpoint;
+  try {
+    checkpoint = read_checkpoint(path);
+  } catch (const DataError& e) {
+    throw DataError(fmt::format("[model] init_checkpoint: {}", e.what()));
+  }
+  std::vector<std::string> exclude;
+  std::stringstream list(variant.model.get_string("init_checkpoint_exclude"));
+  for (std::string part; std::getline(list, part, ',');) {
+    part.erase(0, part.find_first_not_of(" \t"));
+    part.erase(part.find_last_not_of(" \t") + 1);
+    if (!part.empty()) exclude.push_back(part);
+  }
+  InitReport report;
+  for (const auto& model : models) {
+    report = init_from_checkpoint(*model, checkpoint, variant.bert_config, exclude);
+  }
+  log_info("model", "variant '{}': init_checkpoint {}", variant.name, report.summary());
+  if (report_dir) write_file_atomic(*report_dir / "init_report.json", report.to_json());
+}
+
 }  // namespace
 
 VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVariant& variant,
@@ -402,6 +514,28 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   }
   std::shared_ptr<torch::nn::Module> model = models.front();
 
+  // Initial weights: a resumable checkpoint of this variant, else [model] init_checkpoint.
+  const fs::path checkpoint_root = result.dir / "checkpoints";
+  std::optional<TrainCheckpoint> resume;
+  // Every rank resumes (a launched run's other processes read rank 0's checkpoints); only rank
+  // 0 writes them.
+  if (hooks.max_steps == 0 && variant.train.get_bool("resume")) {
+    resume = find_resume_checkpoint(variant, checkpoint_root);
+  }
+  if (resume) {
+    for (const auto& m : models) {
+      load_parameters(*m, resume->model, resume->dir / "model.safetensors");
+    }
+    if (resume->state.rng_state.defined()) {
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      generator.set_state(resume->state.rng_state);
+    }
+  } else if (!variant.model.get_path("init_checkpoint").empty()) {
+    init_models_from_checkpoint(variant, models,
+                                files ? std::optional<fs::path>(result.dir) : std::nullopt);
+  }
+
   const bool do_train = variant.train.get_bool("do_train");
   const int64_t batch_size = variant.train.get_int("train_batch_size");
   const int64_t num_examples = task->num_train_examples();
@@ -434,6 +568,10 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   loop.write_metrics = files;
   loop.hooks = &hooks;
   loop.check_every = variant.strategy_host.get_int("check_every_steps");
+  loop.resume = resume ? &*resume : nullptr;
+  loop.save_every = files ? variant.train.get_int("save_checkpoints_steps") : 0;
+  loop.keep_max = variant.train.get_int("keep_checkpoint_max");
+  loop.checkpoint_root = checkpoint_root;
   TrainOutcome outcome;
   if (do_train) {
     log_info("train", "{} examples, batch {} over {} replica(s), {} steps ({} per epoch)",

@@ -252,6 +252,39 @@ void AdamWeightDecay::init(const std::vector<NamedTensor>& parameters,
            slots_.size(), num_train_steps_, num_warmup_steps_, options_.learning_rate);
 }
 
+std::vector<std::pair<std::string, at::Tensor>> AdamWeightDecay::state_dict() const {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (const auto& slot : slots_) {
+    out.emplace_back(slot.name + "/adam_m", slot.m.detach().to(at::kCPU).clone());
+    out.emplace_back(slot.name + "/adam_v", slot.v.detach().to(at::kCPU).clone());
+  }
+  return out;
+}
+
+void AdamWeightDecay::load_state_dict(
+    const std::vector<std::pair<std::string, at::Tensor>>& state) {
+  std::unordered_map<std::string, const at::Tensor*> by_name;
+  for (const auto& [name, t] : state) by_name[name] = &t;
+  BERTLAB_CHECK(
+      by_name.size() == 2 * slots_.size(),
+      "adam_weight_decay: the checkpoint holds {} slots, this model needs {} (m and v for "
+      "each of {} parameters)",
+      by_name.size(), 2 * slots_.size(), slots_.size());
+  c10::NoGradGuard no_grad;
+  for (auto& slot : slots_) {
+    for (auto [suffix, target] : {std::pair{"/adam_m", &slot.m}, std::pair{"/adam_v", &slot.v}}) {
+      auto it = by_name.find(slot.name + suffix);
+      BERTLAB_CHECK(it != by_name.end(), "adam_weight_decay: the checkpoint has no slot {}{}",
+                    slot.name, suffix);
+      BERTLAB_CHECK(it->second->sizes().equals(target->sizes()),
+                    "adam_weight_decay: slot {}{} has shape [{}] in the checkpoint, [{}] here",
+                    slot.name, suffix, fmt::join(it->second->sizes(), ", "),
+                    fmt::join(target->sizes(), ", "));
+      target->copy_(*it->second);
+    }
+  }
+}
+
 double AdamWeightDecay::learning_rate(int64_t step) const {
   const double init_lr = options_.learning_rate;
   // tf.train.polynomial_decay to 0 with power 1, the step clamped to num_train_steps.

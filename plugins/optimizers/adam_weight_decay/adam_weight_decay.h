@@ -55,6 +55,9 @@ class AdamWeightDecay : public Optimizer {
   void init(const std::vector<NamedTensor>& parameters, const OptimizerContext& ctx) override;
   StepStats step(GradientSet& grads, int64_t step) override;
   double learning_rate(int64_t step) const override;
+  /// "NAME/adam_m" and "NAME/adam_v" per parameter, as Google's checkpoints name the slots.
+  std::vector<std::pair<std::string, at::Tensor>> state_dict() const override;
+  void load_state_dict(const std::vector<std::pair<std::string, at::Tensor>>& state) override;
 
   const AdamWeightDecayOptions& options() const { return options_; }
   /// The resolved number of warmup steps (valid after init()).
