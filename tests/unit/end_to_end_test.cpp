@@ -19,30 +19,10 @@ namespace {
 namespace fs = std::filesystem;
 using testing::data_path;
 using testing::read_file;
+using testing::read_jsonl;
 using testing::run_bertlab;
 using testing::TempDir;
-
-std::vector<nlohmann::json> read_jsonl(const fs::path& path) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(read_file(path));
-  for (std::string line; std::getline(in, line);) {
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  }
-  return out;
-}
-
-/// metrics.jsonl without the timing fields.
-std::string without_timings(const fs::path& path) {
-  std::string out;
-  for (auto j : read_jsonl(path)) {
-    for (const char* timing :
-         {"examples_per_second", "elapsed_s", "compute_s", "comm_s", "optimizer_s"}) {
-      j.erase(timing);
-    }
-    out += j.dump() + "\n";
-  }
-  return out;
-}
+using testing::without_timings;
 
 class EndToEnd : public ::testing::Test {
  protected:

@@ -93,4 +93,25 @@ CommandResult run_bertlab(const std::vector<std::string>& args, const std::strin
   return result;
 }
 
+std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(read_file(path));
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  }
+  return out;
+}
+
+std::string without_timings(const std::filesystem::path& path) {
+  std::string out;
+  for (auto j : read_jsonl(path)) {
+    for (const char* timing :
+         {"examples_per_second", "elapsed_s", "compute_s", "comm_s", "optimizer_s"}) {
+      j.erase(timing);
+    }
+    out += j.dump() + "\n";
+  }
+  return out;
+}
+
 }  // namespace bertlab::testing

@@ -3,6 +3,7 @@
 // bertlab executable.
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -47,5 +48,11 @@ CommandResult run_bertlab(const std::vector<std::string>& args, const std::strin
 std::string read_file(const std::filesystem::path& path);
 /// Writes a whole file.
 void write_file(const std::filesystem::path& path, const std::string& text);
+
+/// One JSON value per non-empty line of a .jsonl file.
+std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path);
+
+/// metrics.jsonl without its timing fields (what two equal runs must agree on).
+std::string without_timings(const std::filesystem::path& path);
 
 }  // namespace bertlab::testing

@@ -466,8 +466,16 @@ using Records = std::vector<std::pair<std::string, std::string>>;
 /// One block: every entry a restart point (no shared key prefix), one restart.
 std::string block(const Records& records) {
   std::string b;
-  for (const auto& [k, v] : records) b += varint(0) + varint(k.size()) + varint(v.size()) + k + v;
-  return b + fixed32(0) + fixed32(1);
+  for (const auto& [k, v] : records) {
+    b += varint(0);
+    b += varint(k.size());
+    b += varint(v.size());
+    b += k;
+    b += v;
+  }
+  b += fixed32(0);  // the one restart offset
+  b += fixed32(1);  // restart count
+  return b;
 }
 
 /// A LevelDB table of `records` (sorted, non-empty) in one uncompressed data block.

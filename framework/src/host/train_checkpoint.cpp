@@ -109,9 +109,15 @@ std::map<std::string, std::string> flatten(const std::string& toml_text, const s
     const toml::table* keys = node.as_table();
     if (keys == nullptr) continue;
     for (const auto& [key, value] : *keys) {
-      std::ostringstream s;
-      value.visit([&](const auto& v) { s << v; });
-      out[std::string(section.str()) + "." + std::string(key.str())] = s.str();
+      std::string text;
+      if (auto d = value.value_exact<double>()) {
+        text = fmt::format("{}", *d);  // shortest form: 0.1, not 0.10000000000000001
+      } else {
+        std::ostringstream s;
+        value.visit([&](const auto& v) { s << v; });
+        text = s.str();
+      }
+      out[std::string(section.str()) + "." + std::string(key.str())] = text;
     }
   }
   return out;

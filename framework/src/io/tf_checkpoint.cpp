@@ -14,7 +14,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <limits>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -522,13 +521,13 @@ fs::path tf_checkpoint_index_path(const fs::path& path) {
     return path;
   }
   if (const std::string prefix = shard_prefix(s); !prefix.empty()) {
-    const fs::path index = prefix + ".index";
+    fs::path index = prefix + ".index";
     BERTLAB_CHECK_AS(DataError, is_file(index),
                      "{}: a checkpoint data shard, but its index {} does not exist; {}", s,
                      index.string(), kHow);
     return index;
   }
-  const fs::path index = s + ".index";
+  fs::path index = s + ".index";
   if (is_file(index)) return index;
   std::error_code ec;
   if (fs::is_directory(path, ec)) {

@@ -4,6 +4,7 @@
 #include <bertlab/model/init_checkpoint.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -162,6 +163,13 @@ InitReport init_from_checkpoint(torch::nn::Module& model, const Checkpoint& chec
   }
   for (const auto& [name, t] : params) {
     if (used.count(name) == 0) report.missing.push_back(name);
+  }
+  // Hugging Face saves token-classification and masked-LM models without the pooler.
+  if (std::any_of(report.missing.begin(), report.missing.end(),
+                  [](const std::string& n) { return n.rfind("bert.pooler.", 0) == 0; })) {
+    report.notes.push_back(
+        "the checkpoint has no pooler (bert.pooler.dense): it is initialized randomly, so the "
+        "pooled output starts untrained");
   }
   return report;
 }

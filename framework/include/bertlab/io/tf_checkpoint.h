@@ -33,13 +33,15 @@ std::filesystem::path tf_checkpoint_index_path(const std::filesystem::path& path
 bool is_tf_checkpoint_index(const std::filesystem::path& file);
 
 /// Every record of the index, in key order (the header record is checked, not returned).
+/// `path` names the checkpoint in any of the ways tf_checkpoint_index_path() accepts.
 /// Throws DataError naming the file for a corrupt table, a big-endian checkpoint, a sliced
 /// (partitioned) variable or an unsupported dtype.
 std::vector<TfTensorInfo> read_tf_checkpoint_index(const std::filesystem::path& path);
 
-/// Every tensor of the checkpoint (CPU, TF names and shapes), each verified against its
-/// CRC-32C. Throws DataError naming the file and tensor for a missing or short shard and for a
-/// checksum mismatch.
+/// Every tensor of the checkpoint (CPU, TF names and shapes, in index key order), each verified
+/// against its CRC-32C; `path` as for read_tf_checkpoint_index(). Each record's offset and size
+/// are checked against its shard's size before any byte is read. Throws DataError naming the
+/// file and tensor for a missing or short shard and for a checksum mismatch.
 NamedTensors read_tf_checkpoint(const std::filesystem::path& path);
 
 }  // namespace bertlab
