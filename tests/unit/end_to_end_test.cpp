@@ -86,7 +86,7 @@ TEST_F(EndToEnd, RunWritesEveryOutputOfEveryVariant) {
   EXPECT_NE(inspect.out.find("[30522, 32]  mean "), std::string::npos) << inspect.out;
   auto not_one = run_bertlab({"inspect", out("dense/resolved.toml").string()});
   EXPECT_EQ(not_one.exit_code, 1);
-  EXPECT_NE(not_one.err.find("not a safetensors file"), std::string::npos) << not_one.err;
+  EXPECT_NE(not_one.err.find("not a checkpoint bertlab reads"), std::string::npos) << not_one.err;
   EXPECT_TRUE(fs::is_regular_file(out("comparison.md")));
   EXPECT_TRUE(fs::is_regular_file(out("comparison.csv")));
   EXPECT_NE(result_->out.find("| dense |"), std::string::npos) << result_->out;
