@@ -153,6 +153,18 @@ TEST(FineTune, ACheckpointThatIsNoCheckpointStopsValidation) {
   EXPECT_NE(r.err.find("not a checkpoint bertlab reads"), std::string::npos) << r.err;
 }
 
+TEST(FineTune, TheTinyPytorchVocabularyLongerThanItsVocabSizeIsNamed) {
+  // Its vocab.txt has 405 tokens, config.json says 402: ids 402..404 would index past the table.
+  auto r = run_bertlab(
+      {"validate", resume_experiment().string(), "--set",
+       "model.bert_config_file=" + data_path("checkpoints/tiny-pytorch/config.json").string(),
+       "--set", "model.vocab_file=" + data_path("checkpoints/tiny-pytorch/vocab.txt").string(),
+       "--set", "model.init_checkpoint=" + tiny_pytorch().string()});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("has 405 tokens but bert_config vocab_size is 402"), std::string::npos)
+      << r.err;
+}
+
 class Resume : public ::testing::Test {
  protected:
   testing::CommandResult run(const std::vector<std::string>& extra) {
