@@ -93,7 +93,9 @@ TEST(Convert, TheTinyPytorchCheckpointRoundTripsThroughGoogleNames) {
   EXPECT_TRUE(as_google.count("output_weights"));  // the classifier head, as run_classifier.py
   // The PyTorch reader agrees with the bytes converted.
   for (auto& [name, t] : read_checkpoint(tiny_pytorch()).tensors) {
-    if (first.count(name)) EXPECT_EQ(first.at(name), bytes_of(t)) << name;
+    if (first.count(name) != 0) {
+      EXPECT_EQ(first.at(name), bytes_of(t)) << name;
+    }
   }
 }
 
