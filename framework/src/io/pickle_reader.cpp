@@ -290,6 +290,13 @@ class Unpickler {
 
   int32_t read_i32() { return static_cast<int32_t>(static_cast<uint32_t>(read_le(4))); }
 
+  /// BINSTRING's and LONG4's length: a signed 4-byte count that must not be negative.
+  uint64_t read_byte_count() {
+    const int32_t n = read_i32();
+    if (n < 0) fail("has a negative byte count");
+    return static_cast<uint64_t>(n);
+  }
+
   /// LONG1/LONG4's payload: `n` bytes of little-endian two's complement.
   int64_t read_long(uint64_t n) {
     if (n > 8) fail(fmt::format("an integer of {} bytes does not fit in 64 bits", n));
@@ -650,12 +657,9 @@ class Unpickler {
       case kLong1:
         push(make_int(read_long(read_le(1))));
         break;
-      case kLong4: {
-        const int32_t n = read_i32();
-        if (n < 0) fail("has a negative byte count");
-        push(make_int(read_long(static_cast<uint64_t>(n))));
+      case kLong4:
+        push(make_int(read_long(read_byte_count())));
         break;
-      }
       case kBinFloat: {
         const std::string_view b = take(8);  // big-endian IEEE 754
         uint64_t bits = 0;
@@ -663,7 +667,10 @@ class Unpickler {
         push(make(Kind::kFloat, bits));
         break;
       }
+      // A Python 2 str (SHORT_BINSTRING, BINSTRING) is read as text, as
+      // torch.load(encoding="utf-8") would.
       case kShortBinUnicode:
+      case kShortBinString:
         push(text(Kind::kString, take(read_le(1))));
         break;
       case kBinUnicode:
@@ -672,16 +679,9 @@ class Unpickler {
       case kBinUnicode8:
         push(text(Kind::kString, take(read_le(8))));
         break;
-      // Python 2 str, read as text as torch.load(encoding="utf-8") would.
-      case kShortBinString:
-        push(text(Kind::kString, take(read_le(1))));
+      case kBinString:
+        push(text(Kind::kString, take(read_byte_count())));
         break;
-      case kBinString: {
-        const int32_t n = read_i32();
-        if (n < 0) fail("has a negative byte count");
-        push(text(Kind::kString, take(static_cast<uint64_t>(n))));
-        break;
-      }
       case kShortBinBytes:
         push(text(Kind::kBytes, take(read_le(1))));
         break;

@@ -108,6 +108,20 @@ class WireReader {
     }
   }
 
+  /// A field's value, after checking that it arrived with the wire type its schema gives.
+  uint64_t varint_field(uint32_t field, uint32_t wire) {
+    expect(field, wire, kVarint);
+    return varint();
+  }
+  uint32_t fixed32_field(uint32_t field, uint32_t wire) {
+    expect(field, wire, kFixed32);
+    return fixed32();
+  }
+  std::string_view bytes_field(uint32_t field, uint32_t wire) {
+    expect(field, wire, kLengthDelimited);
+    return bytes();
+  }
+
   [[noreturn]] void fail(const std::string& what) const {
     throw DataError(fmt::format("{}: {}; the index is corrupt", where_, what));
   }
@@ -152,99 +166,89 @@ struct BundleEntry {
   int slices = 0;  ///< how many TensorSliceProto records (a partitioned variable)
 };
 
-BundleHeader parse_header(std::string_view bytes, const std::string& where) {
-  BundleHeader h;
+/// Calls `on_field(field, wire, reader)` for every field of the message in `bytes`; a field it
+/// does not read (it returns false) is skipped, as protobuf skips unknown fields.
+template <typename OnField>
+void for_each_field(std::string_view bytes, const std::string& where, OnField&& on_field) {
   WireReader r(bytes, where);
   uint32_t field = 0, wire = 0;
   while (r.next(&field, &wire)) {
+    if (!on_field(field, wire, r)) r.skip(wire);
+  }
+}
+
+BundleHeader parse_header(std::string_view bytes, const std::string& where) {
+  BundleHeader h;
+  for_each_field(bytes, where, [&](uint32_t field, uint32_t wire, WireReader& r) {
     switch (field) {
       case 1:  // int32 num_shards
-        r.expect(field, wire, kVarint);
-        h.num_shards = static_cast<int32_t>(r.varint());
-        break;
+        h.num_shards = static_cast<int32_t>(r.varint_field(field, wire));
+        return true;
       case 2:  // Endianness endianness
-        r.expect(field, wire, kVarint);
-        h.endianness = r.varint();
-        break;
+        h.endianness = r.varint_field(field, wire);
+        return true;
       default:  // 3: VersionDef version, and anything newer
-        r.skip(wire);
+        return false;
     }
-  }
+  });
   return h;
 }
 
 /// TensorShapeProto.Dim: the size (field 1); the name (field 2) is unused.
 int64_t parse_dim(std::string_view bytes, const std::string& where) {
   int64_t size = 0;
-  WireReader r(bytes, where);
-  uint32_t field = 0, wire = 0;
-  while (r.next(&field, &wire)) {
-    if (field == 1) {
-      r.expect(field, wire, kVarint);
-      size = static_cast<int64_t>(r.varint());
-    } else {
-      r.skip(wire);
-    }
-  }
+  for_each_field(bytes, where, [&](uint32_t field, uint32_t wire, WireReader& r) {
+    if (field != 1) return false;
+    size = static_cast<int64_t>(r.varint_field(field, wire));
+    return true;
+  });
   return size;
 }
 
 /// TensorShapeProto: repeated Dim dim = 2; bool unknown_rank = 3.
 void parse_shape(std::string_view bytes, const std::string& where, BundleEntry* e) {
-  WireReader r(bytes, where);
-  uint32_t field = 0, wire = 0;
-  while (r.next(&field, &wire)) {
+  for_each_field(bytes, where, [&](uint32_t field, uint32_t wire, WireReader& r) {
     if (field == 2) {
-      r.expect(field, wire, kLengthDelimited);
-      e->shape.push_back(parse_dim(r.bytes(), where + ".dim"));
+      e->shape.push_back(parse_dim(r.bytes_field(field, wire), where + ".dim"));
     } else if (field == 3) {
-      r.expect(field, wire, kVarint);
-      e->unknown_rank = r.varint() != 0;
+      e->unknown_rank = r.varint_field(field, wire) != 0;
     } else {
-      r.skip(wire);
+      return false;
     }
-  }
+    return true;
+  });
 }
 
 BundleEntry parse_entry(std::string_view bytes, const std::string& where) {
   BundleEntry e;
-  WireReader r(bytes, where);
-  uint32_t field = 0, wire = 0;
-  while (r.next(&field, &wire)) {
+  for_each_field(bytes, where, [&](uint32_t field, uint32_t wire, WireReader& r) {
     switch (field) {
       case 1:  // DataType dtype
-        r.expect(field, wire, kVarint);
-        e.dtype = r.varint();
-        break;
+        e.dtype = r.varint_field(field, wire);
+        return true;
       case 2:  // TensorShapeProto shape
-        r.expect(field, wire, kLengthDelimited);
-        parse_shape(r.bytes(), where + ".shape", &e);
-        break;
+        parse_shape(r.bytes_field(field, wire), where + ".shape", &e);
+        return true;
       case 3:  // int32 shard_id
-        r.expect(field, wire, kVarint);
-        e.shard_id = static_cast<int32_t>(r.varint());
-        break;
+        e.shard_id = static_cast<int32_t>(r.varint_field(field, wire));
+        return true;
       case 4:  // int64 offset
-        r.expect(field, wire, kVarint);
-        e.offset = static_cast<int64_t>(r.varint());
-        break;
+        e.offset = static_cast<int64_t>(r.varint_field(field, wire));
+        return true;
       case 5:  // int64 size
-        r.expect(field, wire, kVarint);
-        e.size = static_cast<int64_t>(r.varint());
-        break;
+        e.size = static_cast<int64_t>(r.varint_field(field, wire));
+        return true;
       case 6:  // fixed32 crc32c (masked)
-        r.expect(field, wire, kFixed32);
-        e.masked_crc32c = r.fixed32();
-        break;
+        e.masked_crc32c = r.fixed32_field(field, wire);
+        return true;
       case 7:  // repeated TensorSliceProto slices
-        r.expect(field, wire, kLengthDelimited);
-        r.bytes();
+        r.bytes_field(field, wire);
         ++e.slices;
-        break;
+        return true;
       default:
-        r.skip(wire);
+        return false;
     }
-  }
+  });
   return e;
 }
 
