@@ -10,6 +10,9 @@ find_package(Threads REQUIRED)
 find_package(leveldb CONFIG REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
+# .json.zip SQuAD files (the squad plugin). pkg-config: Debian's libzip CMake package names
+# tools (zipcmp, ...) that libzip-dev does not install.
+pkg_check_modules(LIBZIP REQUIRED IMPORTED_TARGET libzip)
 
 # libtorch's imported targets carry the C++ ABI flag; keep it consistent across the project.
 if(NOT TARGET bertlab::torch)

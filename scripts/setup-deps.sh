@@ -8,7 +8,7 @@ packages=(
   g++ cmake make ninja-build ccache pkg-config git python3
   libtorch-dev libopenblas0-pthread libgloo-dev
   libtomlplusplus-dev libfmt-dev libboost-dev libboost-filesystem-dev
-  libgtest-dev nlohmann-json3-dev libutf8proc-dev libcli11-dev libleveldb-dev libsnappy-dev
+  libgtest-dev nlohmann-json3-dev libutf8proc-dev libcli11-dev libleveldb-dev libsnappy-dev libzip-dev
   clang-format
 )
 

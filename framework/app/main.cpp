@@ -313,11 +313,16 @@ int dispatch(int argc, char** argv) {
     return launch_processes(options);
   }
 
-  // `bertlab GROUP TOOL ...`: tools contributed by plugins.
+  // `bertlab GROUP TOOL ...`: tools contributed by plugins; `bertlab bench NAME` too, for a
+  // NAME that is not one of the built-in benchmarks.
   if (argc >= 2 && argv[1][0] != '-') {
     const std::string first = argv[1];
     bool builtin = false;
     for (const auto* sub : app.get_subcommands({})) builtin |= sub->get_name() == first;
+    if (first == "bench" && argc >= 3 && argv[2][0] != '-') {
+      builtin = false;
+      for (const auto* sub : bench->get_subcommands({})) builtin |= sub->get_name() == argv[2];
+    }
     if (!builtin) {
       std::vector<std::string> rest;
       for (int i = 2; i < argc; ++i) {
