@@ -194,7 +194,21 @@ int run_tool(const CommonOptions& common, const std::string& group,
         fmt::format("bertlab {} {}: no such tool; tools: {}", group, args.front(),
                     names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
   }
-  return tool->main(std::vector<std::string>(args.begin() + 1, args.end()));
+  // An exception a plugin throws may have its type and message in the plugin's own code,
+  // which goes when `host` unloads it: rethrow a copy made here, while it is still loaded.
+  try {
+    return tool->main(std::vector<std::string>(args.begin() + 1, args.end()));
+  } catch (const ConfigError& e) {
+    throw ConfigError(e.messages());
+  } catch (const PluginError& e) {
+    throw PluginError(e.what());
+  } catch (const DataError& e) {
+    throw DataError(e.what());
+  } catch (const Error& e) {
+    throw Error(e.what());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(e.what());
+  }
 }
 
 int dispatch(int argc, char** argv) {

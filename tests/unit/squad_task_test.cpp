@@ -29,9 +29,8 @@ nlohmann::json read_json(const fs::path& path) { return nlohmann::json::parse(re
 
 TEST(SquadTask, ExperimentWritesPredictionsAndOfficialMetrics) {
   TempDir out;
-  const auto result =
-      run_bertlab({"run", data_path("experiments/squad.toml").string(), "--output-dir",
-                   out.path().string()});
+  const auto result = run_bertlab(
+      {"run", data_path("experiments/squad.toml").string(), "--output-dir", out.path().string()});
   ASSERT_EQ(result.exit_code, 0) << result.err;
 
   const std::set<std::string> ids = {"5ad3d560604f3c001a3ff2c6", "5ad3d560604f3c001a3ff2c7",
@@ -120,10 +119,9 @@ TEST(SquadTask, ModelNamesFollowHuggingFaceAndGoogleInit) {
 
 TEST(SquadTask, MissingFilesAndBadLengthsAreConfigErrors) {
   TempDir out;
-  const auto none = run_bertlab({"run", data_path("experiments/squad.toml").string(),
-                                 "--output-dir", out.path().string(), "--set",
-                                 "task.train_file=\"\"", "--set", "task.predict_file=\"\"",
-                                 "--variant", "single"});
+  const auto none = run_bertlab(
+      {"run", data_path("experiments/squad.toml").string(), "--output-dir", out.path().string(),
+       "--set", "task.train_file=\"\"", "--set", "task.predict_file=\"\"", "--variant", "single"});
   EXPECT_EQ(none.exit_code, 2) << none.err;
   EXPECT_NE(none.err.find("train_file"), std::string::npos) << none.err;
   const auto lengths = run_bertlab({"run", data_path("experiments/squad.toml").string(),

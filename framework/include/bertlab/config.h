@@ -69,6 +69,11 @@ OptionDecl dir_option(std::string key, std::string doc);
 /// `bert_model.ckpt`, or a folder holding one), resolved like a path; checked when non-empty.
 OptionDecl checkpoint_option(std::string key, std::string doc);
 
+/// The closest of `candidates` to `word` (edit distance), when close enough to suggest
+/// ("did you mean ...?" for keys, names and flags).
+std::optional<std::string> closest_match(const std::string& word,
+                                         const std::vector<std::string>& candidates);
+
 /// Checks `value` against `decl` (type already converted). Returns what is wrong, or nothing.
 std::optional<std::string> check_value(const OptionDecl& decl, const OptionValue& value);
 

@@ -116,8 +116,4 @@ struct ResolveOptions {
 ResolvedExperiment resolve_experiment(const ExperimentFile& file, const ComponentRegistry& registry,
                                       const ResolveOptions& options);
 
-/// The closest of `candidates` to `word` (edit distance), when close enough to suggest.
-std::optional<std::string> closest_match(const std::string& word,
-                                         const std::vector<std::string>& candidates);
-
 }  // namespace bertlab

@@ -172,9 +172,9 @@ void SquadTask::prepare(const TaskContext& ctx) {
     eval_is_v2_ = is_squad_v2(dataset);
     if (eval_is_v2_ && !options_.version_2_with_negative) {
       log_warning("data",
-               "squad: {} is a SQuAD 2.0 file but task.version_2_with_negative is false: no "
-               "question will be answered with \"\", which the v2.0 metrics count as wrong",
-               options_.predict_file.string());
+                  "squad: {} is a SQuAD 2.0 file but task.version_2_with_negative is false: no "
+                  "question will be answered with \"\", which the v2.0 metrics count as wrong",
+                  options_.predict_file.string());
     }
     eval_examples_ = read_squad_examples(options_.predict_file,
                                          ReadOptions{false, options_.version_2_with_negative});
