@@ -67,50 +67,82 @@ ResolvedExperiment load_experiment(const PluginHost& host, const std::string& fi
   return resolve_experiment(parsed, host.registry(), options);
 }
 
+// An exception a plugin throws may have its type's code in the plugin, which goes when the
+// PluginHost unloads it: rethrow a copy made by this executable while the host still holds it.
+[[noreturn]] void rethrow_as_host_copy() {
+  try {
+    throw;
+  } catch (const ConfigError& e) {
+    throw ConfigError(e.messages());
+  } catch (const PluginError& e) {
+    throw PluginError(e.what());
+  } catch (const DataError& e) {
+    throw DataError(e.what());
+  } catch (const Error& e) {
+    throw Error(e.what());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(e.what());
+  }
+}
+
+// Runs `body` with a fresh PluginHost; what it throws reaches the caller as a host copy.
+template <typename Body>
+int with_plugin_host(Body&& body) {
+  PluginHost host;
+  try {
+    return body(host);
+  } catch (...) {
+    rethrow_as_host_copy();
+  }
+}
+
 int cmd_run(const CommonOptions& common, const std::string& file,
             const std::vector<std::string>& sets, const std::vector<std::string>& variants,
             const std::string& output_dir) {
-  PluginHost host;
-  load_plugins(host, common);
-  ResolvedExperiment experiment = load_experiment(host, file, sets, variants, output_dir);
-  log_versions(host);
-  log_info("config", "{}: experiment '{}', {} variant(s): {}", file, experiment.name,
-           experiment.variants.size(), [&] {
-             std::string names;
-             for (const auto& v : experiment.variants)
-               names += (names.empty() ? "" : ", ") + v.name;
-             return names;
-           }());
-  std::string table = run_experiment(experiment, host);
-  if (table.empty()) return 0;  // a rank other than 0 of a launched run
-  const fs::path dir = experiment.output_dir / experiment.name;
-  std::cout << table << "\nComparison written to " << (dir / "comparison.md").string() << " and "
-            << (dir / "comparison.csv").string() << "\n";
-  return 0;
+  return with_plugin_host([&](PluginHost& host) -> int {
+    load_plugins(host, common);
+    ResolvedExperiment experiment = load_experiment(host, file, sets, variants, output_dir);
+    log_versions(host);
+    log_info("config", "{}: experiment '{}', {} variant(s): {}", file, experiment.name,
+             experiment.variants.size(), [&] {
+               std::string names;
+               for (const auto& v : experiment.variants)
+                 names += (names.empty() ? "" : ", ") + v.name;
+               return names;
+             }());
+    std::string table = run_experiment(experiment, host);
+    if (table.empty()) return 0;  // a rank other than 0 of a launched run
+    const fs::path dir = experiment.output_dir / experiment.name;
+    std::cout << table << "\nComparison written to " << (dir / "comparison.md").string() << " and "
+              << (dir / "comparison.csv").string() << "\n";
+    return 0;
+  });
 }
 
 int cmd_validate(const CommonOptions& common, const std::string& file,
                  const std::vector<std::string>& sets, const std::vector<std::string>& variants) {
-  PluginHost host;
-  load_plugins(host, common);
-  ResolvedExperiment experiment = load_experiment(host, file, sets, variants, "");
-  for (const auto& v : experiment.variants) {
-    std::cout << v.resolved_toml << "\n";
-  }
-  std::cout << "# " << file << ": " << experiment.variants.size()
-            << " variant(s) valid; outputs would go to "
-            << (experiment.output_dir / experiment.name).string() << "\n";
-  return 0;
+  return with_plugin_host([&](PluginHost& host) -> int {
+    load_plugins(host, common);
+    ResolvedExperiment experiment = load_experiment(host, file, sets, variants, "");
+    for (const auto& v : experiment.variants) {
+      std::cout << v.resolved_toml << "\n";
+    }
+    std::cout << "# " << file << ": " << experiment.variants.size()
+              << " variant(s) valid; outputs would go to "
+              << (experiment.output_dir / experiment.name).string() << "\n";
+    return 0;
+  });
 }
 
 int cmd_gradcheck(const CommonOptions& common, const std::string& file,
                   const std::vector<std::string>& sets, const std::vector<std::string>& variants,
                   const std::string& output_dir, const GradcheckOptions& options) {
-  PluginHost host;
-  load_plugins(host, common);
-  ResolvedExperiment experiment = load_experiment(host, file, sets, variants, output_dir);
-  log_versions(host);
-  return run_gradcheck(experiment, options);
+  return with_plugin_host([&](PluginHost& host) -> int {
+    load_plugins(host, common);
+    ResolvedExperiment experiment = load_experiment(host, file, sets, variants, output_dir);
+    log_versions(host);
+    return run_gradcheck(experiment, options);
+  });
 }
 
 std::string describe_option(const OptionDecl& d, bool host_key) {
@@ -123,49 +155,50 @@ std::string describe_option(const OptionDecl& d, bool host_key) {
 }
 
 int cmd_plugins(const CommonOptions& common, const std::string& describe) {
-  PluginHost host;
-  load_plugins(host, common);
-  const auto& registry = host.registry();
-  if (describe.empty()) {
-    std::cout << fmt::format("{:<10} {:<20} {:<8} {:<40} {}\n", "KIND", "NAME", "VERSION",
-                             "DESCRIPTION", "FILE");
-    for (const Component* c : registry.all()) {
-      std::cout << fmt::format("{:<10} {:<20} {:<8} {:<40} {}\n", to_string(c->kind), c->spec.name,
-                               c->origin.plugin_version, c->spec.description,
-                               c->origin.file.string());
+  return with_plugin_host([&](PluginHost& host) -> int {
+    load_plugins(host, common);
+    const auto& registry = host.registry();
+    if (describe.empty()) {
+      std::cout << fmt::format("{:<10} {:<20} {:<8} {:<40} {}\n", "KIND", "NAME", "VERSION",
+                               "DESCRIPTION", "FILE");
+      for (const Component* c : registry.all()) {
+        std::cout << fmt::format("{:<10} {:<20} {:<8} {:<40} {}\n", to_string(c->kind),
+                                 c->spec.name, c->origin.plugin_version, c->spec.description,
+                                 c->origin.file.string());
+      }
+      for (const auto& t : registry.tools()) {
+        std::cout << fmt::format("{:<10} {:<20} {:<8} {:<40} {}\n", "tool", t.group + " " + t.name,
+                                 t.origin.plugin_version, t.description, t.origin.file.string());
+      }
+      return 0;
     }
-    for (const auto& t : registry.tools()) {
-      std::cout << fmt::format("{:<10} {:<20} {:<8} {:<40} {}\n", "tool", t.group + " " + t.name,
-                               t.origin.plugin_version, t.description, t.origin.file.string());
+    auto found = registry.find_any(describe);
+    if (found.empty()) {
+      std::vector<std::string> names;
+      for (const Component* c : registry.all()) names.push_back(c->spec.name);
+      auto close = closest_match(describe, names);
+      throw PluginError(fmt::format(
+          "--describe {}: no component of that name{}; known: {}", describe,
+          close ? fmt::format("; did you mean '{}'?", *close) : "", fmt::join(names, ", ")));
+    }
+    for (const Component* c : found) {
+      std::cout << fmt::format("{} '{}': {}\n", to_string(c->kind), c->spec.name,
+                               c->spec.description);
+      std::cout << fmt::format("plugin {} {} from {}\n\n", c->origin.plugin_name,
+                               c->origin.plugin_version, c->origin.file.string());
+      std::cout << fmt::format("[{}] keys:\n", to_string(c->kind));
+      std::cout << fmt::format("  {:<28} {:<7} {:<16} {:<24} {}\n", "KEY", "TYPE", "DEFAULT",
+                               "RULE", "DESCRIPTION");
+      std::vector<OptionDecl> host_keys =
+          c->kind == ComponentKind::kStrategy
+              ? strategy_host_options()
+              : std::vector<OptionDecl>{plugin_option(to_string(c->kind))};
+      for (const auto& d : host_keys) std::cout << describe_option(d, true);
+      for (const auto& d : c->spec.options) std::cout << describe_option(d, false);
+      std::cout << "\n";
     }
     return 0;
-  }
-  auto found = registry.find_any(describe);
-  if (found.empty()) {
-    std::vector<std::string> names;
-    for (const Component* c : registry.all()) names.push_back(c->spec.name);
-    auto close = closest_match(describe, names);
-    throw PluginError(fmt::format("--describe {}: no component of that name{}; known: {}", describe,
-                                  close ? fmt::format("; did you mean '{}'?", *close) : "",
-                                  fmt::join(names, ", ")));
-  }
-  for (const Component* c : found) {
-    std::cout << fmt::format("{} '{}': {}\n", to_string(c->kind), c->spec.name,
-                             c->spec.description);
-    std::cout << fmt::format("plugin {} {} from {}\n\n", c->origin.plugin_name,
-                             c->origin.plugin_version, c->origin.file.string());
-    std::cout << fmt::format("[{}] keys:\n", to_string(c->kind));
-    std::cout << fmt::format("  {:<28} {:<7} {:<16} {:<24} {}\n", "KEY", "TYPE", "DEFAULT", "RULE",
-                             "DESCRIPTION");
-    std::vector<OptionDecl> host_keys =
-        c->kind == ComponentKind::kStrategy
-            ? strategy_host_options()
-            : std::vector<OptionDecl>{plugin_option(to_string(c->kind))};
-    for (const auto& d : host_keys) std::cout << describe_option(d, true);
-    for (const auto& d : c->spec.options) std::cout << describe_option(d, false);
-    std::cout << "\n";
-  }
-  return 0;
+  });
 }
 
 int cmd_tokenize(const std::string& vocab, bool no_lower_case, bool ids) {
@@ -179,36 +212,23 @@ int cmd_tokenize(const std::string& vocab, bool no_lower_case, bool ids) {
 
 int run_tool(const CommonOptions& common, const std::string& group,
              const std::vector<std::string>& args) {
-  PluginHost host;
-  load_plugins(host, common);
-  const auto& tools = host.registry().tools();
-  if (args.empty()) {
-    throw ConfigError(fmt::format("bertlab {}: name a tool", group));
-  }
-  const Tool* tool = host.registry().find_tool(group, args.front());
-  if (tool == nullptr) {
-    std::vector<std::string> names;
-    names.reserve(tools.size());
-    for (const auto& t : tools) names.push_back(t.group + " " + t.name);
-    throw ConfigError(
-        fmt::format("bertlab {} {}: no such tool; tools: {}", group, args.front(),
-                    names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
-  }
-  // An exception a plugin throws may have its type and message in the plugin's own code,
-  // which goes when `host` unloads it: rethrow a copy made here, while it is still loaded.
-  try {
+  return with_plugin_host([&](PluginHost& host) -> int {
+    load_plugins(host, common);
+    const auto& tools = host.registry().tools();
+    if (args.empty()) {
+      throw ConfigError(fmt::format("bertlab {}: name a tool", group));
+    }
+    const Tool* tool = host.registry().find_tool(group, args.front());
+    if (tool == nullptr) {
+      std::vector<std::string> names;
+      names.reserve(tools.size());
+      for (const auto& t : tools) names.push_back(t.group + " " + t.name);
+      throw ConfigError(
+          fmt::format("bertlab {} {}: no such tool; tools: {}", group, args.front(),
+                      names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+    }
     return tool->main(std::vector<std::string>(args.begin() + 1, args.end()));
-  } catch (const ConfigError& e) {
-    throw ConfigError(e.messages());
-  } catch (const PluginError& e) {
-    throw PluginError(e.what());
-  } catch (const DataError& e) {
-    throw DataError(e.what());
-  } catch (const Error& e) {
-    throw Error(e.what());
-  } catch (const std::exception& e) {
-    throw std::runtime_error(e.what());
-  }
+  });
 }
 
 int dispatch(int argc, char** argv) {

@@ -6,13 +6,16 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace bertlab::squad {
 
 /// question id → predicted answer text ("" = no answer).
 using AnswerMap = std::map<std::string, std::string>;
-/// question id → probability (or score) of "no answer".
-using NullOddsMap = std::map<std::string, double>;
+/// question id → probability (or score) of "no answer", in the null-odds file's order (the
+/// official best-threshold sweep breaks ties by it).
+using NullOddsMap = std::vector<std::pair<std::string, double>>;
 
 /// The official normalization: lower-case, remove ASCII punctuation, the articles a|an|the as
 /// whole words, and collapse whitespace.

@@ -5,12 +5,21 @@
 #include <memory>
 
 #include "squad_options.h"
+#include "squad_task.h"
 #include "squad_tools.h"
 
 namespace {
 
 void register_components(bertlab::Registry& registry) {
   using namespace bertlab::squad;
+  registry.add_task(
+      bertlab::ComponentSpec{"squad",
+                             "SQuAD v1.1/v2.0 question answering, as Google's run_squad.py, "
+                             "scored with the official metrics",
+                             squad_option_decls()},
+      [](const bertlab::ConfigView& view) -> std::unique_ptr<bertlab::Task> {
+        return std::make_unique<SquadTask>(SquadOptions::from_config(view));
+      });
   registry.add_tool("squad", "features",
                     "print run_squad.py's features of a SQuAD file as JSON Lines", features_tool);
   registry.add_tool("squad", "evaluate",
