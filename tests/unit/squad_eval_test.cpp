@@ -304,6 +304,15 @@ TEST(SquadEval, BadFlagsAndFilesAreNamed) {
       run_bertlab({"squad", "evaluate", "--data_file", bad, "--pred_file", set.pred});
   EXPECT_EQ(no_data.exit_code, 1);
   EXPECT_NE(no_data.err.find("\"data\""), std::string::npos) << no_data.err;
+
+  // A question without "answers": the message says where it is.
+  write_file(bad, R"({"version": "1.1", "data": [{"paragraphs": [{"qas": [{"id": "q9"}]}]}]})");
+  const auto no_answers =
+      run_bertlab({"squad", "evaluate", "--data_file", bad, "--pred_file", set.pred});
+  EXPECT_EQ(no_answers.exit_code, 1);
+  EXPECT_NE(no_answers.err.find("data[0].paragraphs[0].qas[0] (q9) has no \"answers\""),
+            std::string::npos)
+      << no_answers.err;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "squad_data.h"
@@ -96,6 +97,131 @@ TEST(SquadPredict, V2SmallNbestShortAnswersNegativeThresholdAsGoogle) {
 
 TEST(SquadPredict, V1FilesAsGoogle) {
   expect_google_files({"dev-sample.json", false, 48, 8, 8, 20, 30, 0.0, "v1-dev-sample-seq48"});
+}
+
+TEST(SquadPredict, V1NonAsciiContextsAsGoogle) {
+  // Four dev-v1.1 paragraphs with CJK, Cyrillic, Arabic, accents, U+200E and U+FEFF: answers
+  // cut inside words map back through get_final_text in code points; JSON escapes non-ASCII.
+  expect_google_files({"predict/dev-v1.1-unicode.json", false, 64, 16, 12, 10, 30, 0.0,
+                       "v1-unicode-seq64-nbest10"});
+}
+
+TEST(SquadPredict, V2NonAsciiContextsPositiveThresholdAsGoogle) {
+  expect_google_files({"predict/dev-v1.1-unicode.json", true, 64, 16, 12, 6, 10, 2.0,
+                       "v2-unicode-seq64-nbest6-len10-thresh2"});
+}
+
+// One question on "Steve Smith's house" in two windows of max_seq_length 8, as
+// convert_examples_to_features would cut it (uncased pieces, doc_stride 2).
+struct TwoWindows {
+  std::vector<SquadExample> examples;
+  std::vector<SquadFeature> features;
+  std::vector<RawResult> results;
+
+  TwoWindows() {
+    SquadExample example;
+    example.qas_id = "q1";
+    example.doc_tokens = {"Steve", "Smith's", "house"};
+    examples.push_back(example);
+    SquadFeature a;
+    a.unique_id = kFirstUniqueId;
+    a.tokens = {"[CLS]", "who", "[SEP]", "steve", "smith", "'", "s", "[SEP]"};
+    a.token_to_orig = {-1, -1, -1, 0, 1, 1, 1, -1};
+    a.token_is_max_context = {0, 0, 0, 1, 1, 0, 0, 0};
+    SquadFeature b;
+    b.unique_id = kFirstUniqueId + 1;
+    b.doc_span_index = 1;
+    b.tokens = {"[CLS]", "who", "[SEP]", "'", "s", "house", "[SEP]"};
+    b.token_to_orig = {-1, -1, -1, 1, 1, 2, -1};
+    b.token_is_max_context = {0, 0, 0, 1, 1, 1, 0};
+    features = {a, b};
+    // Null scores (position 0): 1.5 + 0.25 = 1.75 in window a, -0.5 + 1.0 = 0.5 in window b.
+    // Every logit is exact in float32, so the sums below are exact.
+    results.push_back(
+        {a.unique_id, {1.5f, 0, 0, 3.0f, 0, 0, 0, 0}, {0.25f, 0, 0, 0, 2.0f, 0, 0, 0}});
+    results.push_back({b.unique_id, {-0.5f, 0, 0, 0, 0, 0, 0, 0}, {1.0f, 0, 0, 0, 0, 0, 0, 0}});
+  }
+};
+
+TEST(SquadPredict, HandWindowsBestSpanAndNullOdds) {
+  // Derived by hand, and what Google's write_predictions gives for the same features and logits
+  // (checked with the oracle's run_squad.py): the best span is window a's "steve smith" (3.0 + 2.0
+  // = 5.0), mapped back to "Steve Smith" (the "'s" dropped); score_null is window b's 0.5, so the
+  // null odds are 0.5 - 3.0 - 2.0 = -4.5 and with threshold 0 the span is the answer.
+  const TwoWindows w;
+  PredictionOptions options;
+  options.version_2_with_negative = true;
+  const auto p = make_predictions(w.examples, w.features, w.results, options);
+  ASSERT_EQ(p.answers.size(), 1u);
+  EXPECT_EQ(p.answers[0].second, "Steve Smith");
+  ASSERT_EQ(p.null_odds.size(), 1u);
+  EXPECT_EQ(p.null_odds[0].second, -4.5);
+  ASSERT_FALSE(p.nbest[0].second.empty());
+  EXPECT_EQ(p.nbest[0].second[0].text, "Steve Smith");
+  EXPECT_EQ(p.nbest[0].second[0].start_logit, 3.0);
+  EXPECT_EQ(p.nbest[0].second[0].end_logit, 2.0);
+  // A threshold below -4.5 prefers the null answer.
+  options.null_score_diff_threshold = -5.0;
+  EXPECT_EQ(make_predictions(w.examples, w.features, w.results, options).answers[0].second, "");
+}
+
+TEST(SquadPredict, NoValidSpanV2AnswersNullWhereGoogleFails) {
+  // max_answer_length 0 (or n_best_size 0) leaves no candidate span, so the n-best holds only
+  // the null answer and Google's write_predictions fails on best_non_null_entry None. Ours (see
+  // make_predictions): answer "", null odds score_null - 0 = 0.5 (window b's null score), whatever
+  // the threshold; the n-best is the null answer of window b with probability 1.
+  const TwoWindows w;
+  for (const auto& [n_best_size, max_answer_length] :
+       std::vector<std::pair<int64_t, int64_t>>{{20, 0}, {0, 30}, {-1, 30}}) {
+    SCOPED_TRACE(n_best_size);
+    PredictionOptions options;
+    options.version_2_with_negative = true;
+    options.n_best_size = n_best_size;
+    options.max_answer_length = max_answer_length;
+    options.null_score_diff_threshold = -100.0;
+    const auto p = make_predictions(w.examples, w.features, w.results, options);
+    EXPECT_EQ(p.answers[0].second, "");
+    EXPECT_EQ(p.null_odds[0].second, 0.5);
+    ASSERT_EQ(p.nbest[0].second.size(), 1u);
+    EXPECT_EQ(p.nbest[0].second[0].text, "");
+    EXPECT_EQ(p.nbest[0].second[0].probability, 1.0);
+    EXPECT_EQ(p.nbest[0].second[0].start_logit, -0.5);
+    EXPECT_EQ(p.nbest[0].second[0].end_logit, 1.0);
+    TempDir out;
+    write_prediction_files(p, out.path(), true);
+    EXPECT_EQ(read_file(out / "predictions.json"), "{\n    \"q1\": \"\"\n}\n");
+    EXPECT_EQ(read_file(out / "null_odds.json"), "{\n    \"q1\": 0.5\n}\n");
+  }
+}
+
+TEST(SquadPredict, NoValidSpanV1IsGooglesEmptyNonce) {
+  // Google's nonce where no span is valid: text "empty", logits 0.0, probability 1.0; the files
+  // are what Google's write_predictions writes for the same features and logits.
+  const TwoWindows w;
+  PredictionOptions options;
+  options.max_answer_length = 0;
+  const auto p = make_predictions(w.examples, w.features, w.results, options);
+  EXPECT_EQ(p.answers[0].second, "empty");
+  EXPECT_TRUE(p.null_odds.empty());
+  TempDir out;
+  write_prediction_files(p, out.path(), false);
+  EXPECT_EQ(read_file(out / "predictions.json"), "{\n    \"q1\": \"empty\"\n}\n");
+  EXPECT_EQ(read_file(out / "nbest_predictions.json"),
+            "{\n    \"q1\": [\n        {\n            \"text\": \"empty\",\n"
+            "            \"probability\": 1.0,\n            \"start_logit\": 0.0,\n"
+            "            \"end_logit\": 0.0\n        }\n    ]\n}\n");
+  EXPECT_FALSE(fs::exists(out / "null_odds.json"));
+}
+
+TEST(SquadPredict, ShortLogitsAreNamed) {
+  TwoWindows w;
+  w.results[1].end_logits.resize(3);
+  try {
+    make_predictions(w.examples, w.features, w.results, {});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unique_id 1000000001"), std::string::npos) << e.what();
+  }
 }
 
 TEST(SquadPredict, MissingResultIsNamed) {

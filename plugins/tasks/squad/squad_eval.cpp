@@ -180,10 +180,13 @@ double f1_score(const std::vector<std::string>& pred, const std::vector<std::str
   return (2 * precision * recall) / (precision + recall);
 }
 
-const json& articles_of(const json& data) {
-  BERTLAB_CHECK_AS(DataError, data.is_array(),
-                   "squad evaluate: the dataset's \"data\" must be an array of articles");
-  return data;
+// `parent[key]` as an array, or a DataError naming where in the dataset it is missing.
+const json& array_at(const json& parent, const char* key, const std::string& where) {
+  const auto it = parent.is_object() ? parent.find(key) : parent.end();
+  BERTLAB_CHECK_AS(DataError, it != parent.end() && it->is_array(),
+                   "squad evaluate: the dataset's {} has no \"{}\" array (is this a SQuAD file?)",
+                   where, key);
+  return *it;
 }
 
 // Every question of the dataset in file order, with its gold answer texts.
@@ -193,13 +196,29 @@ struct Question {
 };
 
 std::vector<Question> questions_of(const json& data) {
+  BERTLAB_CHECK_AS(DataError, data.is_array(),
+                   "squad evaluate: the dataset's \"data\" must be an array of articles, found {}",
+                   data.type_name());
   std::vector<Question> out;
-  for (const auto& article : articles_of(data)) {
-    for (const auto& paragraph : article.at("paragraphs")) {
-      for (const auto& qa : paragraph.at("qas")) {
+  for (size_t a = 0; a < data.size(); ++a) {
+    const std::string article = fmt::format("data[{}]", a);
+    const auto& paragraphs = array_at(data[a], "paragraphs", article);
+    for (size_t p = 0; p < paragraphs.size(); ++p) {
+      const std::string paragraph = fmt::format("{}.paragraphs[{}]", article, p);
+      const auto& qas = array_at(paragraphs[p], "qas", paragraph);
+      for (size_t k = 0; k < qas.size(); ++k) {
+        const std::string where = fmt::format("{}.qas[{}]", paragraph, k);
+        const auto id = qas[k].is_object() ? qas[k].find("id") : qas[k].end();
+        BERTLAB_CHECK_AS(DataError, id != qas[k].end() && id->is_string(),
+                         "squad evaluate: the dataset's {} has no string \"id\"", where);
         Question q;
-        q.id = qa.at("id").get<std::string>();
-        for (const auto& answer : qa.at("answers")) q.golds.push_back(answer.at("text"));
+        q.id = id->get<std::string>();
+        for (const auto& answer : array_at(qas[k], "answers", where + " (" + q.id + ")")) {
+          const auto text = answer.is_object() ? answer.find("text") : answer.end();
+          BERTLAB_CHECK_AS(DataError, text != answer.end() && text->is_string(),
+                           "squad evaluate: an answer of question {} has no string \"text\"", q.id);
+          q.golds.push_back(text->get<std::string>());
+        }
         out.push_back(std::move(q));
       }
     }
@@ -325,8 +344,8 @@ EvalResult evaluate_v2(const json& data, const AnswerMap& predictions,
     if (null_odds) {
       const auto odds = odds_of.find(q.id);
       BERTLAB_CHECK_AS(DataError, odds != odds_of.end(),
-                       "squad evaluate: the null odds have no value for question {}; give one "
-                       "per predicted question (null_odds.json of the same run)",
+                       "squad evaluate: --na_prob_file has no null odds for question {}; give "
+                       "one per predicted question (the null_odds.json of the same run)",
                        q.id);
       s.na_prob = odds->second;
     }
@@ -371,6 +390,7 @@ EvalResult evaluate_v2(const json& data, const AnswerMap& predictions,
     }
     // The official sweep visits the null-odds file's keys in its order, stably sorted.
     std::vector<std::pair<size_t, const Scored*>> order;
+    order.reserve(by_odds.size());
     for (const auto* s : by_odds) order.emplace_back(file_position.at(s->id), s);
     std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
       if (a.second->na_prob != b.second->na_prob) return a.second->na_prob < b.second->na_prob;
@@ -411,7 +431,7 @@ EvalResult evaluate_v2(const json& data, const AnswerMap& predictions,
 bool is_squad_v2(const json& dataset) {
   if (const auto it = dataset.find("version"); it != dataset.end() && it->is_string()) {
     const auto& v = it->get_ref<const std::string&>();
-    if (v.rfind("v2", 0) == 0 || v.rfind("2", 0) == 0) return true;
+    if (v.rfind("v2", 0) == 0 || v.rfind('2', 0) == 0) return true;
   }
   const auto data = dataset.find("data");
   if (data == dataset.end() || !data->is_array()) return false;

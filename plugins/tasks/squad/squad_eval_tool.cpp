@@ -73,8 +73,9 @@ int evaluate_tool(const std::vector<std::string>& args) {
   const auto positional = flags.parse(args);
   if (flags.help_requested()) {
     std::fputs(flags.usage().c_str(), stdout);
-    std::fputs("  or, as the official scripts: DATA_FILE PRED_FILE [-n NA_PROB_FILE] [-t T]\n",
-               stdout);
+    std::fputs(
+        "  or, as the official scripts: DATA_FILE PRED_FILE [-n NA_PROB_FILE] [-t T] [-o OUT]\n",
+        stdout);
     return 0;
   }
   std::string data_file = flags.get_string("data_file");
@@ -91,22 +92,30 @@ int evaluate_tool(const std::vector<std::string>& args) {
   }
   if (data_file.empty() || pred_file.empty()) {
     throw ConfigError(
-        "bertlab squad evaluate: --data_file DEV.json and --pred_file PREDICTIONS.json are "
-        "required");
+        "bertlab squad evaluate: pass the dataset and the predictions: --data_file DEV.json "
+        "--pred_file PREDICTIONS.json (or DEV.json PREDICTIONS.json, as the official scripts)");
   }
   const nlohmann::json dataset = read_json_file(data_file);
-  BERTLAB_CHECK_AS(DataError, dataset.is_object() && dataset.contains("data"),
-                   "{}: not a SQuAD dataset (no top-level \"data\")", data_file);
+  BERTLAB_CHECK_AS(DataError,
+                   dataset.is_object() && dataset.contains("data") && dataset["data"].is_array(),
+                   "{}: not a SQuAD dataset (no top-level \"data\" array of articles); pass "
+                   "dev-v1.1.json or dev-v2.0.json as --data_file",
+                   data_file);
   const AnswerMap predictions = read_predictions(pred_file);
   EvalResult result;
   const bool v2 = is_squad_v2(dataset);
   if (v2) {
     std::optional<NullOddsMap> odds;
-    if (!flags.get_string("na_prob_file").empty())
+    if (!flags.get_string("na_prob_file").empty()) {
       odds = read_null_odds(flags.get_string("na_prob_file"));
+    }
     result = evaluate_v2(dataset["data"], predictions, odds, flags.get_float("na_prob_thresh"));
   } else {
-    const std::string version = dataset.value("version", std::string("(none)"));
+    // evaluate-v1.1.py's check of the file's "version" (a warning only).
+    const auto it = dataset.find("version");
+    const std::string version = it == dataset.end() ? "(none)"
+                                : it->is_string()   ? it->get<std::string>()
+                                                    : it->dump();
     if (version != "1.1") {
       std::fprintf(stderr, "Evaluation expects v-1.1, but got dataset with v-%s\n",
                    version.c_str());

@@ -64,13 +64,15 @@ std::pair<std::u32string, std::vector<size_t>> strip_spaces(const std::u32string
   return {kept, kept_to_text};
 }
 
-// _get_best_indexes: the positions of the n largest logits, ties in position order.
+// _get_best_indexes: the positions of the n largest logits, ties in position order (Python's
+// sorted is stable); none for n_best_size <= 0, as Google's loop breaks at once.
 std::vector<size_t> best_indexes(const std::vector<float>& logits, int64_t n_best_size) {
   std::vector<size_t> order(logits.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return logits[a] > logits[b]; });
-  order.resize(std::min(order.size(), static_cast<size_t>(n_best_size)));
+  const size_t keep = n_best_size > 0 ? static_cast<size_t>(n_best_size) : 0;
+  order.resize(std::min(order.size(), keep));
   return order;
 }
 
@@ -183,6 +185,12 @@ SquadPredictions make_predictions(const std::vector<SquadExample>& examples,
                     "needs a result",
                     f.unique_id, example.qas_id);
       const RawResult& r = *it->second;
+      BERTLAB_CHECK(!r.start_logits.empty() && r.start_logits.size() >= f.tokens.size() &&
+                        r.end_logits.size() == r.start_logits.size(),
+                    "squad: feature unique_id {} has {} tokens but {} start and {} end logits; "
+                    "the results need one start and one end logit per position "
+                    "(max_seq_length of each)",
+                    f.unique_id, f.tokens.size(), r.start_logits.size(), r.end_logits.size());
       if (options.version_2_with_negative) {
         const double null_score =
             static_cast<double>(r.start_logits[0]) + static_cast<double>(r.end_logits[0]);
@@ -252,8 +260,12 @@ SquadPredictions make_predictions(const std::vector<SquadExample>& examples,
     if (!options.version_2_with_negative) {
       out.answers.emplace_back(example.qas_id, nbest.front().text);
     } else if (best_non_null == nullptr) {
-      // Only the null answer survived (Google fails here): answer "" and record the null
-      // score's margin over no span at all.
+      // The n-best holds only the null answer, and Google fails (None has no start_logit). That
+      // happens only where no candidate span is valid (every top start/end pair lies in the
+      // question, is backwards or too long, or n_best_size <= 0): a span's text is never empty,
+      // and a valid span always outranks the null answer of its own window, so it would be in
+      // the n-best. We answer "" and give the null score's odds against a missing span scored 0
+      // (as Google's "empty" nonce is): score_null − 0.
       out.null_odds.emplace_back(example.qas_id, score_null);
       out.answers.emplace_back(example.qas_id, "");
     } else {
