@@ -135,7 +135,10 @@ std::string get_final_text(const std::string& pred_text, const std::string& orig
   if (start == std::u32string::npos) return orig_text;
   const size_t end = start + pred.size() - 1;
 
-  const auto [orig_ns, orig_ns_to_s] = strip_spaces(orig);
+  // Named members, not a structured binding: C++17 lambdas cannot capture those.
+  const auto orig_split = strip_spaces(orig);
+  const std::u32string& orig_ns = orig_split.first;
+  const std::vector<size_t>& orig_ns_to_s = orig_split.second;
   const auto [tok_ns, tok_ns_to_s] = strip_spaces(tok_text);
   // The alignment holds only if both sides have the same characters once spaces go.
   if (orig_ns.size() != tok_ns.size()) return orig_text;

@@ -67,7 +67,7 @@ void dump(const nlohmann::ordered_json& value, int indent, int level, std::strin
   const auto newline = [&](int depth) {
     if (indent < 0) return;
     out += '\n';
-    out.append(static_cast<size_t>(indent * depth), ' ');
+    out.append(static_cast<size_t>(indent) * static_cast<size_t>(depth), ' ');
   };
   const char* item_separator = indent < 0 ? ", " : ",";
   switch (value.type()) {
