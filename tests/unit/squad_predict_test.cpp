@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
+#include <bertlab/io/python_json.h>
 #include "squad_data.h"
 #include "squad_features.h"
 #include "squad_predict.h"
-#include "squad_pyjson.h"
 #include "test_util.h"
 
 namespace bertlab::squad {

@@ -9,8 +9,8 @@
 #include <string_view>
 #include <unordered_set>
 
+#include <bertlab/text/python_text.h>
 #include "squad_json.h"
-#include "squad_text.h"
 
 namespace bertlab::squad {
 

@@ -12,7 +12,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "squad_text.h"
+#include <bertlab/text/python_text.h>
 
 namespace bertlab::squad {
 

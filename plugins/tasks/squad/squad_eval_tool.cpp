@@ -8,10 +8,10 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include <bertlab/absl_flags.h>
+#include <bertlab/io/python_json.h>
 #include "squad_eval.h"
-#include "squad_flags.h"
 #include "squad_json.h"
-#include "squad_pyjson.h"
 #include "squad_tools.h"
 
 namespace bertlab::squad {

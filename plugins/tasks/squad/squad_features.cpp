@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string_view>
 
-#include "squad_pyjson.h"
+#include <bertlab/io/python_json.h>
 
 namespace bertlab::squad {
 

@@ -8,9 +8,9 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
+#include <bertlab/absl_flags.h>
 #include "squad_data.h"
 #include "squad_features.h"
-#include "squad_flags.h"
 #include "squad_tools.h"
 
 namespace bertlab::squad {

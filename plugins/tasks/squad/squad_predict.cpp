@@ -16,8 +16,8 @@
 #include <set>
 #include <unordered_map>
 
-#include "squad_pyjson.h"
-#include "squad_text.h"
+#include <bertlab/io/python_json.h>
+#include <bertlab/text/python_text.h>
 
 namespace bertlab::squad {
 

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "squad_flags.h"
-#include "squad_pyjson.h"
+#include <bertlab/absl_flags.h>
+#include <bertlab/io/python_json.h>
 #include "squad_tools.h"
 
 namespace bertlab::squad {

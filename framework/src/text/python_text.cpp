@@ -1,8 +1,8 @@
 // Code points and Python whitespace over UTF-8.
 
-#include "squad_text.h"
+#include <bertlab/text/python_text.h>
 
-namespace bertlab::squad {
+namespace bertlab {
 
 char32_t next_code_point(std::string_view text, size_t& i) {
   const auto b0 = static_cast<unsigned char>(text[i]);
@@ -69,4 +69,4 @@ std::string join_python_split(std::string_view text) {
   return out;
 }
 
-}  // namespace bertlab::squad
+}  // namespace bertlab

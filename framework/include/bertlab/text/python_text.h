@@ -7,7 +7,7 @@
 #include <string_view>
 #include <vector>
 
-namespace bertlab::squad {
+namespace bertlab {
 
 /// The code point of valid UTF-8 at byte `i` of `text`; advances `i` past it.
 char32_t next_code_point(std::string_view text, size_t& i);
@@ -24,4 +24,4 @@ std::vector<std::string_view> python_split(std::string_view text);
 /// " ".join(text.split()).
 std::string join_python_split(std::string_view text);
 
-}  // namespace bertlab::squad
+}  // namespace bertlab

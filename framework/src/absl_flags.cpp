@@ -1,6 +1,6 @@
 // absl-style flag parsing for the SQuAD tools.
 
-#include "squad_flags.h"
+#include <bertlab/absl_flags.h>
 
 #include <bertlab/config.h>
 #include <bertlab/error.h>
@@ -9,9 +9,9 @@
 #include <cerrno>
 #include <cstdlib>
 
-#include "squad_pyjson.h"
+#include <bertlab/io/python_json.h>
 
-namespace bertlab::squad {
+namespace bertlab {
 
 void FlagSet::add(const std::string& name, Kind kind, std::string default_text, std::string help) {
   flags_[name] = Flag{kind, std::move(default_text), std::move(help), false};
@@ -160,4 +160,4 @@ double FlagSet::get_float(const std::string& name) const {
   return std::strtod(find(name).text.c_str(), nullptr);
 }
 
-}  // namespace bertlab::squad
+}  // namespace bertlab

@@ -1,7 +1,7 @@
 #pragma once
-// Command-line flags in the style of Google's absl/tf.flags, as run_squad.py and the
-// official evaluation scripts take them: --name=value, --name value, -name, --flag / --noflag
-// for booleans. Unknown flags are errors that name the closest known one.
+// Command-line flags in the style of Google's absl/tf.flags, as its BERT scripts take them
+// (run_squad.py, create_pretraining_data.py): --name=value, --name value, -name, --flag /
+// --noflag for booleans. Unknown flags are errors that name the closest known one.
 
 #include <cstdint>
 #include <map>
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace bertlab::squad {
+namespace bertlab {
 
 class FlagSet {
  public:
@@ -62,4 +62,4 @@ class FlagSet {
   bool help_ = false;
 };
 
-}  // namespace bertlab::squad
+}  // namespace bertlab

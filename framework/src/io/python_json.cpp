@@ -1,6 +1,6 @@
 // Python's json.dumps and repr(float), for byte-identical output files.
 
-#include "squad_pyjson.h"
+#include <bertlab/io/python_json.h>
 
 #include <charconv>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <string_view>
 #include <system_error>
 
-namespace bertlab::squad {
+namespace bertlab {
 
 std::string python_float_repr(double value) {
   if (std::isnan(value)) return "NaN";
@@ -124,4 +124,4 @@ std::string python_json_dumps(const nlohmann::ordered_json& value, int indent) {
   return out;
 }
 
-}  // namespace bertlab::squad
+}  // namespace bertlab

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-namespace bertlab::squad {
+namespace bertlab {
 
 /// Python's repr(float): the shortest digits that round-trip, in fixed notation for decimal
 /// exponents -4..15 ("0.0001", "86.2", "3.0") and scientific otherwise ("1e-05", "1.5e+16");
@@ -17,4 +17,4 @@ std::string python_float_repr(double value);
 /// its own line, indented by `indent` spaces per level.
 std::string python_json_dumps(const nlohmann::ordered_json& value, int indent = -1);
 
-}  // namespace bertlab::squad
+}  // namespace bertlab

@@ -1,0 +1,346 @@
+// create_pretraining_data.py's reading, instance creation and masking.
+
+#include "create_data.h"
+
+#include <bertlab/error.h>
+#include <bertlab/io/python_json.h>
+#include <bertlab/text/python_text.h>
+#include <bertlab/text/tokenizer.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cfenv>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string_view>
+#include <unordered_set>
+
+#include "py_random.h"
+
+namespace bertlab::pretrain {
+
+namespace fs = std::filesystem;
+
+void CreateDataOptions::validate() const {
+  const auto fail = [](const std::string& message) { throw ConfigError(message); };
+  if (max_seq_length < 5) {
+    fail(fmt::format("--max_seq_length ({}) must be >= 5: [CLS] A [SEP] B [SEP]", max_seq_length));
+  }
+  if (max_predictions_per_seq < 1) {
+    fail(fmt::format("--max_predictions_per_seq ({}) must be >= 1", max_predictions_per_seq));
+  }
+  if (random_seed < 0) fail(fmt::format("--random_seed ({}) must be >= 0", random_seed));
+  if (dupe_factor < 1) fail(fmt::format("--dupe_factor ({}) must be >= 1", dupe_factor));
+  if (!(masked_lm_prob >= 0.0 && masked_lm_prob <= 1.0)) {
+    fail(fmt::format("--masked_lm_prob ({}) must be in [0, 1]", masked_lm_prob));
+  }
+  if (!(short_seq_prob >= 0.0 && short_seq_prob <= 1.0)) {
+    fail(fmt::format("--short_seq_prob ({}) must be in [0, 1]", short_seq_prob));
+  }
+}
+
+namespace {
+
+std::string read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw DataError(fmt::format("{}: cannot read the input file", path.string()));
+  }
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  return buffer.str();
+}
+
+// Python's text-mode readline: lines end at "\n", "\r\n" or "\r" (universal newlines).
+template <typename Visit>
+void for_each_line(std::string_view text, Visit&& visit) {
+  size_t start = 0;
+  int64_t line_number = 1;
+  while (start < text.size()) {
+    size_t end = text.find_first_of("\r\n", start);
+    if (end == std::string_view::npos) end = text.size();
+    visit(text.substr(start, end - start), line_number++);
+    if (end < text.size() && text[end] == '\r' && end + 1 < text.size() && text[end + 1] == '\n') {
+      ++end;
+    }
+    start = end + 1;
+  }
+}
+
+// Python's str.strip(): Unicode whitespace off both ends.
+std::string_view python_strip(std::string_view text) {
+  const auto words = python_split(text);
+  if (words.empty()) return {};
+  const char* begin = words.front().data();
+  const char* end = words.back().data() + words.back().size();
+  return {begin, static_cast<size_t>(end - begin)};
+}
+
+}  // namespace
+
+std::vector<Document> read_documents(const std::vector<fs::path>& files,
+                                     const FullTokenizer& tokenizer) {
+  std::vector<Document> documents(1);
+  for (const auto& file : files) {
+    const std::string text = read_bytes(file);
+    if (const auto bad = find_invalid_utf8(text)) {
+      const auto line = 1 + std::count(text.begin(), text.begin() + static_cast<long>(*bad), '\n');
+      throw DataError(
+          fmt::format("{}:{}: invalid UTF-8 at byte {}; the input must be UTF-8 text "
+                      "(as create_pretraining_data.py reads it)",
+                      file.string(), line, *bad));
+    }
+    for_each_line(text, [&](std::string_view raw, int64_t line_number) {
+      const std::string_view line = python_strip(raw);
+      if (line.empty()) {
+        documents.emplace_back();
+        return;
+      }
+      Sentence sentence;
+      tokenizer.for_each_piece(line, [&](std::string_view piece, int64_t id) {
+        if (id < 0) {
+          throw DataError(fmt::format(
+              "{}:{}: \"{}\" has no id: the vocabulary lacks [UNK]; use a BERT vocabulary",
+              file.string(), line_number, piece));
+        }
+        sentence.push_back(static_cast<int32_t>(id));
+      });
+      if (!sentence.empty()) documents.back().push_back(std::move(sentence));
+    });
+  }
+  documents.erase(std::remove_if(documents.begin(), documents.end(),
+                                 [](const Document& d) { return d.empty(); }),
+                  documents.end());
+  return documents;
+}
+
+namespace {
+
+// What masking needs of the vocabulary.
+struct MaskVocab {
+  int32_t cls = 0;
+  int32_t sep = 0;
+  int32_t mask = 0;
+  /// Google's vocab_words: the distinct tokens in file order (its OrderedDict's keys), each as
+  /// the id convert_tokens_to_ids gives it (the token's last line).
+  std::vector<int32_t> words;
+  const Vocab* vocab = nullptr;
+};
+
+MaskVocab mask_vocab(const Vocab& vocab) {
+  MaskVocab out;
+  out.vocab = &vocab;
+  const auto special = [&](const char* token) {
+    const auto id = vocab.find(token);
+    if (!id) {
+      throw DataError(fmt::format(
+          "the vocabulary has no {}; pretraining data needs [CLS], [SEP] and [MASK] (a BERT "
+          "vocab.txt has them)",
+          token));
+    }
+    return static_cast<int32_t>(*id);
+  };
+  out.cls = special("[CLS]");
+  out.sep = special("[SEP]");
+  out.mask = special("[MASK]");
+  std::unordered_set<std::string_view> seen;
+  for (const auto& token : vocab.tokens()) {
+    if (seen.insert(token).second) out.words.push_back(static_cast<int32_t>(*vocab.find(token)));
+  }
+  return out;
+}
+
+// truncate_seq_pair: the longer side loses a token from its front or back until both fit.
+void truncate_seq_pair(std::vector<int32_t>& a, std::vector<int32_t>& b, int64_t max_num_tokens,
+                       PyRandom& rng) {
+  while (static_cast<int64_t>(a.size() + b.size()) > max_num_tokens) {
+    std::vector<int32_t>& trunc = a.size() > b.size() ? a : b;
+    if (rng.random() < 0.5) {
+      trunc.erase(trunc.begin());
+    } else {
+      trunc.pop_back();
+    }
+  }
+}
+
+// create_masked_lm_predictions, in place on instance.tokens.
+void mask_tokens(TrainingInstance& instance, const CreateDataOptions& options, const MaskVocab& mv,
+                 PyRandom& rng) {
+  const std::vector<int32_t> original = instance.tokens;
+  std::vector<std::vector<int32_t>> candidates;  // [candidate] token positions
+  for (size_t i = 0; i < original.size(); ++i) {
+    const int32_t id = original[i];
+    if (id == mv.cls || id == mv.sep) continue;
+    if (options.do_whole_word_mask && !candidates.empty() &&
+        mv.vocab->token_view(id).substr(0, 2) == "##") {
+      candidates.back().push_back(static_cast<int32_t>(i));
+    } else {
+      candidates.push_back({static_cast<int32_t>(i)});
+    }
+  }
+  rng.shuffle(candidates);
+  // Python's round() rounds halves to even, as nearbyint does in the default rounding mode.
+  const auto rounded = static_cast<int64_t>(
+      std::nearbyint(static_cast<double>(original.size()) * options.masked_lm_prob));
+  const int64_t num_to_predict =
+      std::min(options.max_predictions_per_seq, std::max<int64_t>(1, rounded));
+  std::vector<std::pair<int32_t, int32_t>> masked;  // (position, original id)
+  std::vector<uint8_t> covered(original.size(), 0);
+  for (const auto& index_set : candidates) {
+    if (static_cast<int64_t>(masked.size()) >= num_to_predict) break;
+    if (static_cast<int64_t>(masked.size() + index_set.size()) > num_to_predict) continue;
+    const bool any_covered =
+        std::any_of(index_set.begin(), index_set.end(), [&](int32_t p) { return covered[p] != 0; });
+    if (any_covered) continue;
+    for (const int32_t p : index_set) {
+      covered[p] = 1;
+      int32_t replacement = 0;
+      if (rng.random() < 0.8) {
+        replacement = mv.mask;
+      } else if (rng.random() < 0.5) {
+        replacement = original[p];
+      } else {
+        replacement = mv.words[static_cast<size_t>(
+            rng.randint(0, static_cast<int64_t>(mv.words.size()) - 1))];
+      }
+      instance.tokens[p] = replacement;
+      masked.emplace_back(p, original[p]);
+    }
+  }
+  std::stable_sort(masked.begin(), masked.end(),
+                   [](const auto& x, const auto& y) { return x.first < y.first; });
+  for (const auto& [position, label] : masked) {
+    instance.masked_lm_positions.push_back(position);
+    instance.masked_lm_labels.push_back(label);
+  }
+}
+
+// create_instances_from_document.
+void instances_from_document(const std::vector<Document>& documents, size_t document_index,
+                             const CreateDataOptions& options, const MaskVocab& mv, PyRandom& rng,
+                             std::vector<TrainingInstance>& out) {
+  const Document& document = documents[document_index];
+  const int64_t max_num_tokens = options.max_seq_length - 3;
+  int64_t target_seq_length = max_num_tokens;
+  if (rng.random() < options.short_seq_prob) target_seq_length = rng.randint(2, max_num_tokens);
+
+  std::vector<const Sentence*> chunk;
+  int64_t chunk_length = 0;
+  const auto n = static_cast<int64_t>(document.size());
+  for (int64_t i = 0; i < n; ++i) {
+    const Sentence& segment = document[static_cast<size_t>(i)];
+    chunk.push_back(&segment);
+    chunk_length += static_cast<int64_t>(segment.size());
+    if (i != n - 1 && chunk_length < target_seq_length) continue;
+    // The chunk is never empty here: it holds at least this segment.
+    int64_t a_end = 1;
+    if (chunk.size() >= 2) a_end = rng.randint(1, static_cast<int64_t>(chunk.size()) - 1);
+    std::vector<int32_t> tokens_a;
+    for (int64_t j = 0; j < a_end; ++j) {
+      tokens_a.insert(tokens_a.end(), chunk[j]->begin(), chunk[j]->end());
+    }
+    std::vector<int32_t> tokens_b;
+    bool is_random_next = false;
+    if (chunk.size() == 1 || rng.random() < 0.5) {
+      is_random_next = true;
+      const int64_t target_b_length = target_seq_length - static_cast<int64_t>(tokens_a.size());
+      // Ten tries at another document; the last draw stands even if it is this one.
+      int64_t random_index = 0;
+      for (int attempt = 0; attempt < 10; ++attempt) {
+        random_index = rng.randint(0, static_cast<int64_t>(documents.size()) - 1);
+        if (random_index != static_cast<int64_t>(document_index)) break;
+      }
+      const Document& random_document = documents[static_cast<size_t>(random_index)];
+      const int64_t random_start = rng.randint(0, static_cast<int64_t>(random_document.size()) - 1);
+      for (auto j = static_cast<size_t>(random_start); j < random_document.size(); ++j) {
+        tokens_b.insert(tokens_b.end(), random_document[j].begin(), random_document[j].end());
+        if (static_cast<int64_t>(tokens_b.size()) >= target_b_length) break;
+      }
+      // The segments of the chunk not used for A go back, for the next instance.
+      i -= static_cast<int64_t>(chunk.size()) - a_end;
+    } else {
+      for (auto j = static_cast<size_t>(a_end); j < chunk.size(); ++j) {
+        tokens_b.insert(tokens_b.end(), chunk[j]->begin(), chunk[j]->end());
+      }
+    }
+    truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng);
+    BERTLAB_CHECK(!tokens_a.empty() && !tokens_b.empty(),
+                  "create-data: an instance with an empty segment (A {}, B {} tokens)",
+                  tokens_a.size(), tokens_b.size());
+    TrainingInstance instance;
+    instance.is_random_next = is_random_next;
+    instance.tokens.reserve(tokens_a.size() + tokens_b.size() + 3);
+    instance.tokens.push_back(mv.cls);
+    instance.tokens.insert(instance.tokens.end(), tokens_a.begin(), tokens_a.end());
+    instance.tokens.push_back(mv.sep);
+    instance.segment_ids.assign(instance.tokens.size(), 0);
+    instance.tokens.insert(instance.tokens.end(), tokens_b.begin(), tokens_b.end());
+    instance.tokens.push_back(mv.sep);
+    instance.segment_ids.resize(instance.tokens.size(), 1);
+    mask_tokens(instance, options, mv, rng);
+    out.push_back(std::move(instance));
+    chunk.clear();
+    chunk_length = 0;
+  }
+}
+
+}  // namespace
+
+std::vector<TrainingInstance> create_training_instances(std::vector<Document> documents,
+                                                        const FullTokenizer& tokenizer,
+                                                        const CreateDataOptions& options,
+                                                        PyRandom& rng) {
+  options.validate();
+  const MaskVocab mv = mask_vocab(tokenizer.vocab());
+  rng.shuffle(documents);
+  std::vector<TrainingInstance> instances;
+  for (int64_t pass = 0; pass < options.dupe_factor; ++pass) {
+    for (size_t d = 0; d < documents.size(); ++d) {
+      instances_from_document(documents, d, options, mv, rng, instances);
+    }
+  }
+  rng.shuffle(instances);
+  return instances;
+}
+
+InstanceFeatures instance_features(const TrainingInstance& instance, int64_t max_seq_length,
+                                   int64_t max_predictions_per_seq) {
+  InstanceFeatures f;
+  f.input_ids.assign(instance.tokens.begin(), instance.tokens.end());
+  f.input_mask.assign(f.input_ids.size(), 1);
+  f.segment_ids.assign(instance.segment_ids.begin(), instance.segment_ids.end());
+  const auto seq = static_cast<size_t>(max_seq_length);
+  BERTLAB_CHECK(f.input_ids.size() <= seq, "an instance of {} tokens exceeds max_seq_length {}",
+                f.input_ids.size(), seq);
+  f.input_ids.resize(seq, 0);
+  f.input_mask.resize(seq, 0);
+  f.segment_ids.resize(seq, 0);
+  f.masked_lm_positions.assign(instance.masked_lm_positions.begin(),
+                               instance.masked_lm_positions.end());
+  f.masked_lm_ids.assign(instance.masked_lm_labels.begin(), instance.masked_lm_labels.end());
+  f.masked_lm_weights.assign(f.masked_lm_ids.size(), 1.0F);
+  const auto predictions = static_cast<size_t>(max_predictions_per_seq);
+  f.masked_lm_positions.resize(predictions, 0);
+  f.masked_lm_ids.resize(predictions, 0);
+  f.masked_lm_weights.resize(predictions, 0.0F);
+  f.next_sentence_labels = {instance.is_random_next ? 1 : 0};
+  return f;
+}
+
+std::string features_to_json_line(const InstanceFeatures& f) {
+  nlohmann::ordered_json j;
+  j["input_ids"] = f.input_ids;
+  j["input_mask"] = f.input_mask;
+  j["segment_ids"] = f.segment_ids;
+  j["masked_lm_positions"] = f.masked_lm_positions;
+  j["masked_lm_ids"] = f.masked_lm_ids;
+  nlohmann::ordered_json weights = nlohmann::ordered_json::array();
+  for (const float w : f.masked_lm_weights) weights.push_back(static_cast<double>(w));
+  j["masked_lm_weights"] = std::move(weights);
+  j["next_sentence_labels"] = f.next_sentence_labels;
+  return python_json_dumps(j);
+}
+
+}  // namespace bertlab::pretrain
