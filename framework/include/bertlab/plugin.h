@@ -23,7 +23,8 @@ class Strategy;
 class Optimizer;
 
 /// Bumped on every incompatible change of the SDK's interfaces.
-inline constexpr int kPluginApiVersion = 2;  // 2: Optimizer::state_dict()
+inline constexpr int kPluginApiVersion =
+    3;  // 2: Optimizer::state_dict(); 3: token-weighted Task losses
 
 #define BERTLAB_STRINGIFY_(x) #x
 #define BERTLAB_STRINGIFY(x) BERTLAB_STRINGIFY_(x)

@@ -43,8 +43,15 @@ struct EvalContext {
 };
 
 struct LossOutput {
-  at::Tensor loss;           ///< scalar, mean loss over the batch, with autograd history
+  /// Scalar, the mean loss over the batch's examples, with autograd history (undefined when
+  /// the task has only a token-weighted part).
+  at::Tensor loss;
   int64_t num_examples = 0;  ///< examples in the batch
+  /// Token-weighted tasks (token_weighted_loss()): the scalar *sum* of the weighted per-token
+  /// losses (e.g. masked LM: Σ weight·cross-entropy). The host divides it by the weight of the
+  /// whole global batch ([strategy] loss_normalization = "global") or of this replica's part
+  /// ("per_replica") and adds it to `loss`. Undefined otherwise.
+  at::Tensor weighted_loss_sum;
 };
 
 class Task {
@@ -63,6 +70,11 @@ class Task {
                                  const c10::Device& device) const = 0;
   /// Forward and loss of `model` (from create_model) on `batch`, in the model's current mode.
   virtual LossOutput compute_loss(torch::nn::Module& model, const Batch& batch) const = 0;
+  /// Whether compute_loss() returns a weighted_loss_sum to be normalized by loss_weight().
+  virtual bool token_weighted_loss() const { return false; }
+  /// Token-weighted tasks: the total weight of `batch` (e.g. its number of masked positions),
+  /// which the host sums over the replicas and micro-batches of a step to normalize by.
+  virtual double loss_weight(const Batch& /*batch*/) const { return 0.0; }
   /// Evaluates `model` (in eval mode) on the task's evaluation set.
   virtual Metrics evaluate(torch::nn::Module& model, const EvalContext& ctx) const = 0;
 };

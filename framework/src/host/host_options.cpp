@@ -43,6 +43,10 @@ std::vector<OptionDecl> train_options() {
       int_option("num_train_steps", 0,
                  "optimizer steps; 0: int(examples / train_batch_size * num_train_epochs)")
           .at_least(0),
+      int_option("gradient_accumulation_steps", 1,
+                 "micro-batches of train_batch_size per optimizer step; gradients summed and "
+                 "scaled so the update is one step on the k-times larger batch")
+          .at_least(1),
       int_option("log_every_steps", 10, "steps between lines of metrics.jsonl").at_least(1),
       bool_option("do_train", true, "train the model"),
       bool_option("do_eval", true, "evaluate after training and write eval_results.json"),
@@ -67,6 +71,11 @@ std::vector<OptionDecl> strategy_host_options() {
       int_option("check_every_steps", 100,
                  "steps between checks that every replica holds the same parameters")
           .at_least(1),
+      string_option("loss_normalization", "global",
+                    "token-weighted losses (masked LM): global divides by the masked tokens of "
+                    "all replicas, so N replicas equal one device; per_replica averages each "
+                    "replica's own mean")
+          .one_of({"global", "per_replica"}),
       float_option("timeout_s", 300.0,
                    "seconds a collective may wait for the other ranks before it is an error")
           .above(0),

@@ -122,7 +122,9 @@ struct TrainLoop {
   c10::Device device = c10::Device(c10::kCPU);
   uint64_t seed = 0;
   int64_t num_examples = 0;
-  int64_t batch_size = 0;
+  int64_t batch_size = 0;                 ///< examples per optimizer step (all micro-batches)
+  int64_t accumulation = 1;               ///< micro-batches per optimizer step
+  bool global_loss_normalization = true;  ///< [strategy] loss_normalization = "global"
   int64_t num_train_steps = 0;
   int64_t log_every = 1;
   fs::path dir;
@@ -136,6 +138,24 @@ struct TrainLoop {
   int64_t keep_max = 5;                     ///< newest checkpoints kept; 0: all
   fs::path checkpoint_root;                 ///< VARIANT/checkpoints
 };
+
+/// The factor of a token-weighted task's weighted_loss_sum in one replica's objective, so that
+/// the strategies' mean over N replicas is Σ weighted losses / Σ weights of the whole step
+/// ("global", hence N / global weight) or the mean of each replica's own mean ("per_replica").
+/// 0 for other tasks or a step without any weight.
+double token_weight_scale(const TrainLoop& loop, const std::vector<Batch>& micro_batches,
+                          Communicator& comm, int64_t world) {
+  if (!loop.task->token_weighted_loss()) return 0.0;
+  double weight = 0.0;
+  for (const Batch& batch : micro_batches) weight += loop.task->loss_weight(batch);
+  if (!loop.global_loss_normalization) return weight > 0 ? 1.0 / weight : 0.0;
+  if (world > 1) {
+    std::vector<at::Tensor> w{at::tensor({weight}, at::kDouble)};
+    comm.all_reduce_sum(w);
+    weight = w[0].item<double>();
+  }
+  return weight > 0 ? static_cast<double>(world) / weight : 0.0;
+}
 
 struct TrainOutcome {
   int64_t steps = 0;
@@ -200,7 +220,8 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   Progress progress(variant.name, loop.num_train_steps);
   BatchOrder order(loop.num_examples, loop.batch_size, loop.seed);
   order.skip(first_step);
-  const int64_t shard = loop.batch_size / world;
+  const int64_t micro = loop.batch_size / loop.accumulation;  // examples per micro-batch
+  const int64_t shard = micro / world;
   TrainOutcome outcome;
   double window_loss = 0.0;
   int64_t window_steps = 0;
@@ -221,14 +242,32 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   const auto train_start = Clock::now();
   model.train();
   for (int64_t step = first_step; step < loop.stop_after; ++step) {
-    // Replica r takes examples [r*B/N, (r+1)*B/N) of the global batch.
-    std::vector<int64_t> global = order.next();
-    std::vector<int64_t> mine(global.begin() + rank * shard, global.begin() + (rank + 1) * shard);
+    // Micro-batch m of the step is examples [m*B, (m+1)*B) of the step's k*B; replica r takes
+    // [r*B/N, (r+1)*B/N) of it.
+    const std::vector<int64_t> global = order.next();
     const auto t0 = Clock::now();
-    Batch batch = loop.task->make_train_batch(mine, loop.device);
+    std::vector<Batch> micro_batches;
+    for (int64_t m = 0; m < loop.accumulation; ++m) {
+      const auto begin = global.begin() + m * micro + rank * shard;
+      micro_batches.push_back(
+          loop.task->make_train_batch(std::vector<int64_t>(begin, begin + shard), loop.device));
+    }
+    const double weight_scale = token_weight_scale(loop, micro_batches, comm, world);
     model.zero_grad(/*set_to_none=*/true);
-    LossOutput out = loop.task->compute_loss(model, batch);
-    out.loss.backward();
+    // Backward once per micro-batch: the gradients add up to the k-times larger batch's.
+    double local_loss = 0.0;
+    for (const Batch& batch : micro_batches) {
+      LossOutput out = loop.task->compute_loss(model, batch);
+      at::Tensor objective;
+      if (out.loss.defined()) objective = out.loss / static_cast<double>(loop.accumulation);
+      if (out.weighted_loss_sum.defined()) {
+        const at::Tensor weighted = out.weighted_loss_sum * weight_scale;
+        objective = objective.defined() ? objective + weighted : weighted;
+      }
+      BERTLAB_CHECK(objective.defined(), "the task's compute_loss returned no loss");
+      objective.backward();
+      local_loss += objective.item<double>();
+    }
     GradientSet grads = GradientSet::from_module(model);
     const auto t1 = Clock::now();
     comm.reset_traffic();
@@ -245,8 +284,8 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     if (world > 1 && ((step + 1) % loop.check_every == 0 || step + 1 == loop.stop_after)) {
       check_replicas_agree(model, comm, step + 1);
     }
-    // The global batch's mean loss: the mean of the replicas' shard means (equal shards).
-    double loss = out.loss.item<double>();
+    // The global batch's loss: the replicas' objectives are scaled so that their mean is it.
+    double loss = local_loss;
     if (world > 1) {
       std::vector<at::Tensor> l{at::tensor({loss}, at::kDouble)};
       comm.all_reduce_sum(l);
@@ -537,7 +576,9 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   }
 
   const bool do_train = variant.train.get_bool("do_train");
-  const int64_t batch_size = variant.train.get_int("train_batch_size");
+  const int64_t accumulation = variant.train.get_int("gradient_accumulation_steps");
+  // Examples per optimizer step: k micro-batches of train_batch_size.
+  const int64_t batch_size = variant.train.get_int("train_batch_size") * accumulation;
   const int64_t num_examples = task->num_train_examples();
   int64_t num_train_steps = variant.train.get_int("num_train_steps");
   if (num_train_steps == 0) {
@@ -560,6 +601,9 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   loop.seed = seed;
   loop.num_examples = num_examples;
   loop.batch_size = batch_size;
+  loop.accumulation = accumulation;
+  loop.global_loss_normalization =
+      variant.strategy_host.get_string("loss_normalization") == "global";
   loop.num_train_steps = num_train_steps;
   loop.log_every = variant.train.get_int("log_every_steps");
   loop.dir = result.dir;
@@ -574,8 +618,10 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   loop.checkpoint_root = checkpoint_root;
   TrainOutcome outcome;
   if (do_train) {
-    log_info("train", "{} examples, batch {} over {} replica(s), {} steps ({} per epoch)",
-             num_examples, batch_size, replicas, num_train_steps, num_examples / batch_size);
+    log_info("train", "{} examples, batch {} over {} replica(s){}, {} steps ({} per epoch)",
+             num_examples, batch_size, replicas,
+             accumulation > 1 ? fmt::format(" in {} micro-batches", accumulation) : "",
+             num_train_steps, num_examples / batch_size);
     const double timeout_s = variant.strategy_host.get_float("timeout_s");
     outcome = env_launcher ? train_process_rank(loop, *model, *process, timeout_s,
                                                 experiment.name + "/" + variant.name)

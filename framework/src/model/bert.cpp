@@ -17,7 +17,7 @@ namespace bertlab {
 namespace {
 
 // Google's modeling.py uses this epsilon in every layer_norm.
-constexpr double kLayerNormEps = 1e-12;
+constexpr double kLayerNormEps = kBertLayerNormEps;
 // Added to the attention scores of masked-out positions, as Google's attention_layer.
 constexpr double kMaskedScore = -10000.0;
 
@@ -246,6 +246,10 @@ void truncated_normal_(at::Tensor& t, double stddev) {
 }
 
 }  // namespace
+
+at::Tensor hidden_activation(const std::string& hidden_act, const at::Tensor& x) {
+  return activate(x, parse_activation(hidden_act));
+}
 
 void init_bert_weights(torch::nn::Module& module, double initializer_range) {
   BERTLAB_CHECK(initializer_range > 0, "initializer_range must be > 0, got {}", initializer_range);

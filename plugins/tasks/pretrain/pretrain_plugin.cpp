@@ -1,13 +1,23 @@
-// The pretrain plugin's entry point: registers its tools.
+// The pretrain plugin's entry point: registers the "pretrain" task and its tools.
 
 #include <bertlab/plugin.h>
 
+#include <memory>
+
+#include "pretrain_task.h"
 #include "pretrain_tools.h"
 
 namespace {
 
 void register_components(bertlab::Registry& registry) {
   using namespace bertlab::pretrain;
+  registry.add_task(
+      bertlab::ComponentSpec{"pretrain",
+                             "masked LM + next sentence prediction, as Google's run_pretraining.py",
+                             pretrain_option_decls()},
+      [](const bertlab::ConfigView& view) -> std::unique_ptr<bertlab::Task> {
+        return std::make_unique<PretrainTask>(PretrainOptions::from_config(view));
+      });
   registry.add_tool("pretrain", "create-data",
                     "create_pretraining_data.py: masked-LM/NSP instances as JSON Lines or TFRecord",
                     create_data_tool);

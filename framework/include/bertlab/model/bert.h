@@ -92,6 +92,13 @@ class BertModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BertModel);
 
+/// Google's modeling.py get_activation(hidden_act) applied to `x` (gelu is the erf form).
+/// Throws ConfigError for an unknown name.
+at::Tensor hidden_activation(const std::string& hidden_act, const at::Tensor& x);
+
+/// The epsilon of every layer_norm in Google's modeling.py.
+inline constexpr double kBertLayerNormEps = 1e-12;
+
 /// Google's initializer: every weight matrix and embedding from a normal with stddev
 /// `initializer_range` truncated at two standard deviations; biases 0; LayerNorm 1 and 0.
 /// Applies to `module` and all its submodules (use it on task heads too).

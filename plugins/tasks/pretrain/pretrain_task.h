@@ -1,0 +1,63 @@
+#pragma once
+// The pretrain task: Google's run_pretraining.py (masked LM + next sentence prediction) on the
+// instances `bertlab pretrain create-data` writes (JSON Lines or TFRecord).
+
+#include <bertlab/config.h>
+#include <bertlab/task.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <vector>
+
+#include "create_data.h"
+
+namespace bertlab::pretrain {
+
+struct PretrainOptions {
+  std::filesystem::path input_file;      ///< instances for training (.jsonl or TFRecord)
+  std::filesystem::path eval_file;       ///< instances to evaluate; empty: input_file (as Google)
+  int64_t max_seq_length = 128;          ///< must equal the instances' length
+  int64_t max_predictions_per_seq = 20;  ///< must equal the instances' prediction slots
+  int64_t max_eval_steps = 100;          ///< evaluation batches at most (Google's default)
+
+  static PretrainOptions from_config(const ConfigView& view);
+};
+
+std::vector<OptionDecl> pretrain_option_decls();
+
+/// Reads instance features from a .jsonl file (one object per line) or a TFRecord file of
+/// tf.train.Examples. Throws DataError naming the file and line/record for a missing feature or
+/// a length other than max_seq_length / max_predictions_per_seq.
+std::vector<InstanceFeatures> read_instances(const std::filesystem::path& path,
+                                             int64_t max_seq_length,
+                                             int64_t max_predictions_per_seq);
+
+class PretrainTask : public Task {
+ public:
+  explicit PretrainTask(PretrainOptions options) : options_(std::move(options)) {}
+
+  void prepare(const TaskContext& ctx) override;
+  int64_t num_train_examples() const override;
+  std::shared_ptr<torch::nn::Module> create_model(const BertConfig& config,
+                                                  bool sparse_embeddings) const override;
+  /// input_ids, input_mask, segment_ids, masked_lm_positions, masked_lm_ids,
+  /// masked_lm_weights, next_sentence_labels.
+  Batch make_train_batch(const std::vector<int64_t>& indices,
+                         const c10::Device& device) const override;
+  /// loss = next-sentence mean; weighted_loss_sum = Σ masked_lm_weights·cross-entropy, which
+  /// the host divides by the step's masked tokens.
+  LossOutput compute_loss(torch::nn::Module& model, const Batch& batch) const override;
+  bool token_weighted_loss() const override { return true; }
+  /// Σ masked_lm_weights of the batch.
+  double loss_weight(const Batch& batch) const override;
+  /// Google's metric_fn over at most max_eval_steps batches of eval_file: masked_lm_accuracy,
+  /// masked_lm_loss, next_sentence_accuracy, next_sentence_loss, and loss (their sum).
+  Metrics evaluate(torch::nn::Module& model, const EvalContext& ctx) const override;
+
+ private:
+  PretrainOptions options_;
+  std::vector<InstanceFeatures> train_;  // [instance]
+  std::vector<InstanceFeatures> eval_;   // [instance]
+};
+
+}  // namespace bertlab::pretrain
