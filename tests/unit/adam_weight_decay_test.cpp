@@ -110,6 +110,56 @@ TEST(AdamWeightDecay, ThreeStepsByHand) {
   EXPECT_NEAR(v[1].item<double>(), hand[0][1].v, 1e-9);
 }
 
+// LAMB, two steps by hand: a decayed weight w = (3, 4) (‖w‖ = 5) and an excluded bias.
+// Step t = 1 (step 0, no warmup, lr = 0.1·(1 − 0/10) = 0.1): m = 0.1·g, v = 0.001·g², so
+// m̂ = g, v̂ = g² and the Adam part is g / (|g| + ε) ≈ sign(g); the decayed update adds 0.01·w.
+TEST(Lamb, TrustRatioStepsByHand) {
+  AdamWeightDecayOptions o;
+  o.learning_rate = 0.1;
+  o.num_warmup_steps = 0;
+  o.weight_decay_rate = 0.01;
+  o.clip_norm = 0.0;
+  o.lamb = true;
+  std::vector<NamedTensor> params = {{"layer.dense.weight", tensor2({3.0, 4.0})},
+                                     {"layer.dense.bias", tensor2({0.5, -0.5})}};
+  AdamWeightDecay opt(o);
+  opt.init(params, OptimizerContext{10});
+  const std::vector<Pair> g_weight = {Pair{1.0, 2.0}, Pair{-0.5, 1.0}};
+  const std::vector<Pair> g_bias = {Pair{0.2, -0.4}, Pair{0.1, 0.1}};
+  Pair w = {3.0, 4.0};
+  Pair b = {0.5, -0.5};
+  Pair mw = {0, 0}, vw = {0, 0}, mb = {0, 0}, vb = {0, 0};
+  for (int step = 0; step < 2; ++step) {
+    GradientSet set;
+    set.add(dense_entry("layer.dense.weight", g_weight[step]));
+    set.add(dense_entry("layer.dense.bias", g_bias[step]));
+    opt.step(set, step);
+    const double lr = 0.1 * (1.0 - step / 10.0);
+    const double t = step + 1;
+    Pair u{};
+    for (int i = 0; i < 2; ++i) {
+      mw[i] = 0.9 * mw[i] + 0.1 * g_weight[step][i];
+      vw[i] = 0.999 * vw[i] + 0.001 * g_weight[step][i] * g_weight[step][i];
+      u[i] =
+          (mw[i] / (1 - std::pow(0.9, t))) / (std::sqrt(vw[i] / (1 - std::pow(0.999, t))) + 1e-6) +
+          0.01 * w[i];
+    }
+    // The trust ratio: ‖w‖ / ‖u‖ (at step 0: 5 / ‖(1.03, 1.04)‖ ≈ 3.416).
+    const double ratio = std::hypot(w[0], w[1]) / std::hypot(u[0], u[1]);
+    if (step == 0) EXPECT_NEAR(ratio, 5.0 / std::hypot(1.03, 1.04), 1e-5);
+    for (int i = 0; i < 2; ++i) {
+      w[i] -= lr * ratio * u[i];
+      // The bias is excluded from decay and so from the trust ratio: a plain bias-corrected Adam.
+      mb[i] = 0.9 * mb[i] + 0.1 * g_bias[step][i];
+      vb[i] = 0.999 * vb[i] + 0.001 * g_bias[step][i] * g_bias[step][i];
+      b[i] -= lr * (mb[i] / (1 - std::pow(0.9, t))) /
+              (std::sqrt(vb[i] / (1 - std::pow(0.999, t))) + 1e-6);
+      EXPECT_NEAR(params[0].tensor[i].item<double>(), w[i], 1e-5) << "step " << step;
+      EXPECT_NEAR(params[1].tensor[i].item<double>(), b[i], 1e-6) << "step " << step;
+    }
+  }
+}
+
 TEST(AdamWeightDecay, GenericPathMatchesFusedPath) {
   // Double tensors take the tensor-op path (the one CUDA uses); float tensors the fused loop.
   auto run = [](at::ScalarType dtype) {

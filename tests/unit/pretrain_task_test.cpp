@@ -141,6 +141,18 @@ TEST(PretrainTask, RunWritesGooglesMetrics) {
   EXPECT_NE(result.out.find("mirrored-2-accumulate-2"), std::string::npos);
 }
 
+TEST(PretrainTask, TrainsWithLamb) {
+  TempDir out;
+  const auto result = run_bertlab({"run", data_path("experiments/pretrain.toml").string(),
+                                   "--variant", "mirrored-2", "--set", "optimizer.plugin=\"lamb\"",
+                                   "--output-dir", out.path().string()});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("lamb: "), std::string::npos) << result.err;
+  const auto eval =
+      nlohmann::json::parse(read_file(out / "pretrain" / "mirrored-2" / "eval_results.json"));
+  EXPECT_TRUE(std::isfinite(eval["loss"].get<double>()));
+}
+
 TEST(PretrainTask, InstancesOfAnotherLengthAreNamed) {
   try {
     read_instances(data_path("pretrain/sample_text-seed12345-len128-mp20-p0.15-dupe5.jsonl"), 64,

@@ -248,8 +248,9 @@ void AdamWeightDecay::init(const std::vector<NamedTensor>& parameters,
     slot.decay = uses_weight_decay(p.name);
     slots_.push_back(std::move(slot));
   }
-  log_info("train", "adam_weight_decay: {} parameters, {} steps, {} warmup, peak lr {}",
-           slots_.size(), num_train_steps_, num_warmup_steps_, options_.learning_rate);
+  log_info("train", "{}: {} parameters, {} steps, {} warmup, peak lr {}",
+           options_.lamb ? "lamb" : "adam_weight_decay", slots_.size(), num_train_steps_,
+           num_warmup_steps_, options_.learning_rate);
 }
 
 std::vector<std::pair<std::string, at::Tensor>> AdamWeightDecay::state_dict() const {
@@ -323,7 +324,10 @@ StepStats AdamWeightDecay::step(GradientSet& grads, int64_t step) {
     Slot& slot = slots_[it->second];
     BERTLAB_CHECK(slot.param.sizes().vec() == entry.shape,
                   "adam_weight_decay: gradient of {} has the wrong shape", entry.name);
-    if (entry.is_sparse()) {
+    if (options_.lamb) {
+      update_lamb(slot, entry.is_sparse() ? entry.to_dense() : entry.dense, stats.learning_rate,
+                  step);
+    } else if (entry.is_sparse()) {
       update_sparse(slot, entry, stats.learning_rate);
     } else {
       update_dense(slot, entry.dense, stats.learning_rate);
@@ -353,6 +357,29 @@ void AdamWeightDecay::apply_moments(Slot& slot, double lr) const {
   at::Tensor update = slot.m / slot.v.sqrt().add_(options_.epsilon);
   if (slot.decay) update.add_(slot.param, options_.weight_decay_rate);
   slot.param.add_(update, -lr);
+}
+
+void AdamWeightDecay::update_lamb(Slot& slot, const at::Tensor& grad, double lr,
+                                  int64_t step) const {
+  // As NVIDIA's BERT LAMB (and ALBERT's lamb_optimizer.py): Adam moments with bias correction
+  // at t = step + 1, decoupled weight decay inside the update, and the update scaled by the
+  // layer's trust ratio ‖w‖ / ‖update‖ (1 where either norm is 0). Parameters excluded from
+  // weight decay are excluded from the layer adaptation too (ratio 1), the default of both.
+  const auto& o = options_;
+  slot.m.mul_(o.beta_1).add_(grad, 1.0 - o.beta_1);
+  slot.v.mul_(o.beta_2).addcmul_(grad, grad, 1.0 - o.beta_2);
+  const auto t = static_cast<double>(step + 1);
+  const at::Tensor m_hat = slot.m / (1.0 - std::pow(o.beta_1, t));
+  const at::Tensor v_hat = slot.v / (1.0 - std::pow(o.beta_2, t));
+  at::Tensor update = m_hat / v_hat.sqrt().add_(o.epsilon);
+  double ratio = 1.0;
+  if (slot.decay) {
+    update.add_(slot.param, o.weight_decay_rate);
+    const double w_norm = slot.param.norm().item<double>();
+    const double u_norm = update.norm().item<double>();
+    if (w_norm > 0 && u_norm > 0) ratio = w_norm / u_norm;
+  }
+  slot.param.add_(update, -lr * ratio);
 }
 
 void AdamWeightDecay::update_sparse(Slot& slot, const GradientEntry& grad, double lr) const {

@@ -36,6 +36,9 @@ struct AdamWeightDecayOptions {
   /// A parameter whose name contains any of these is not decayed.
   std::vector<std::string> exclude_from_weight_decay = {"LayerNorm", "layer_norm", "bias"};
   SparseUpdate sparse_update = SparseUpdate::kDense;  ///< see SparseUpdate
+  /// LAMB (You et al. 2019) instead: bias-corrected moments and, per parameter, the update
+  /// scaled by the trust ratio ‖w‖/‖update‖. Set by the "lamb" component, not an option.
+  bool lamb = false;
 
   /// The option declarations of the [optimizer] section.
   static std::vector<OptionDecl> declarations();
@@ -80,6 +83,7 @@ class AdamWeightDecay : public Optimizer {
   void update_sparse(Slot& slot, const GradientEntry& grad, double lr) const;
   // param -= lr * (m / (sqrt(v) + epsilon) + decay * param), with tensor ops.
   void apply_moments(Slot& slot, double lr) const;
+  void update_lamb(Slot& slot, const at::Tensor& grad, double lr, int64_t step) const;
 
   AdamWeightDecayOptions options_;
   int64_t num_train_steps_ = 0;
