@@ -176,19 +176,27 @@ class Resume : public ::testing::Test {
     return run_bertlab(args);
   }
   fs::path out(const std::string& rel) const { return dir_ / ("resume/default/" + rel); }
+  void expect_resume_equals_straight(const std::vector<std::string>& optimizer);
   TempDir dir_;
 };
 
-TEST_F(Resume, ThreeStepsThenResumeEqualSixStraight) {
+// 3 steps, a checkpoint, a resumed run of 3 more: the same metrics and weights as 6 straight,
+// for every optimizer (their slots, step counts and schedules travel in the checkpoint).
+void Resume::expect_resume_equals_straight(const std::vector<std::string>& optimizer) {
+  SCOPED_TRACE(optimizer.empty() ? "adam_weight_decay" : optimizer[1]);
+  auto with = [&](std::vector<std::string> args) {
+    args.insert(args.end(), optimizer.begin(), optimizer.end());
+    return run(args);
+  };
   // Straight through, without checkpoints.
-  auto plain = run({"--set", "train.save_checkpoints_steps=0"});
+  auto plain = with({"--set", "train.save_checkpoints_steps=0"});
   ASSERT_EQ(plain.exit_code, 0) << plain.err;
   const std::string plain_metrics = without_timings(out("metrics.jsonl"));
   const std::string plain_model = read_file(out("model.safetensors"));
   fs::remove_all(dir_ / "resume");
 
   // With a checkpoint every 3 steps; then step 6's is gone as if the run died after step 3.
-  auto first = run({});
+  auto first = with({});
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(without_timings(out("metrics.jsonl")), plain_metrics);
   ASSERT_TRUE(fs::is_directory(out("checkpoints/step-000003")));
@@ -196,7 +204,7 @@ TEST_F(Resume, ThreeStepsThenResumeEqualSixStraight) {
   fs::remove(out("metrics.jsonl"));
   fs::remove(out("model.safetensors"));
 
-  auto resumed = run({"--resume"});
+  auto resumed = with({"--resume"});
   ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
   EXPECT_NE(resumed.err.find("resuming from"), std::string::npos) << resumed.err;
   EXPECT_NE(resumed.err.find("(step 3)"), std::string::npos) << resumed.err;
@@ -208,6 +216,16 @@ TEST_F(Resume, ThreeStepsThenResumeEqualSixStraight) {
   for (auto& [n, t] : read_safetensors(tmp / "plain.safetensors")) b[n] = t;
   ASSERT_EQ(a.size(), b.size());
   for (const auto& [n, t] : a) EXPECT_TRUE(at::equal(t, b.at(n))) << n;
+  fs::remove_all(dir_ / "resume");
+}
+
+TEST_F(Resume, ThreeStepsThenResumeEqualSixStraight) {
+  expect_resume_equals_straight({});
+  expect_resume_equals_straight({"--set", "optimizer.plugin=\"lamb\""});
+  expect_resume_equals_straight(
+      {"--set", "optimizer.plugin=\"adamw\"", "--set", "optimizer.amsgrad=true"});
+  expect_resume_equals_straight({"--set", "optimizer.plugin=\"sgd\"", "--set",
+                                 "optimizer.momentum=0.9", "--set", "optimizer.dampening=0.5"});
 }
 
 TEST_F(Resume, KeepCheckpointMaxKeepsTheNewest) {

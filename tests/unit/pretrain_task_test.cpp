@@ -155,8 +155,8 @@ TEST(PretrainTask, TrainsWithLamb) {
 
 TEST(PretrainTask, InstancesOfAnotherLengthAreNamed) {
   try {
-    read_instances(data_path("pretrain/sample_text-seed12345-len128-mp20-p0.15-dupe5.jsonl"), 64,
-                   20);
+    read_instances(data_path("pretrain/sample_text-seed12345-len128-mp20-p0.15-dupe5.jsonl"),
+                   InstanceShape{64, 20});
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(":1: input_ids has 128 values, expected 64"),

@@ -24,7 +24,7 @@ class Optimizer;
 
 /// Bumped on every incompatible change of the SDK's interfaces.
 inline constexpr int kPluginApiVersion =
-    3;  // 2: Optimizer::state_dict(); 3: token-weighted Task losses
+    4;  // 2: Optimizer::state_dict(); 3: token-weighted Task losses; 4: streamed training data
 
 #define BERTLAB_STRINGIFY_(x) #x
 #define BERTLAB_STRINGIFY(x) BERTLAB_STRINGIFY_(x)

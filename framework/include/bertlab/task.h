@@ -54,6 +54,25 @@ struct LossOutput {
   at::Tensor weighted_loss_sum;
 };
 
+/// Which part of a streamed training set one replica reads: of every `micro_batch` examples in
+/// stream order, those in [begin, begin + count) (replica r of N: begin = r·count).
+struct StreamShard {
+  int64_t micro_batch = 0;
+  int64_t begin = 0;
+  int64_t count = 0;
+};
+
+/// A replica's training examples read in order from files that need not fit in memory.
+class TrainStream {
+ public:
+  virtual ~TrainStream() = default;
+  /// This replica's part of the next micro-batch, collated on `device` (blocks until read).
+  virtual Batch next(const c10::Device& device) = 0;
+  /// Where the stream stands after the batches next() returned: text that open_train_stream()
+  /// takes back to resume there. The host keeps it in the training checkpoint.
+  virtual std::string position() const = 0;
+};
+
 class Task {
  public:
   virtual ~Task() = default;
@@ -75,6 +94,16 @@ class Task {
   /// Token-weighted tasks: the total weight of `batch` (e.g. its number of masked positions),
   /// which the host sums over the replicas and micro-batches of a step to normalize by.
   virtual double loss_weight(const Batch& /*batch*/) const { return 0.0; }
+  /// Whether the training examples are streamed (open_train_stream) rather than indexed
+  /// (make_train_batch); a streaming task may report 0 num_train_examples(), and then the
+  /// experiment must set [train] num_train_steps.
+  virtual bool streams_train_data() const { return false; }
+  /// Streaming tasks: one replica's stream of the training examples, from `position` (empty:
+  /// the start, else what TrainStream::position() returned). Every replica opens its own.
+  virtual std::unique_ptr<TrainStream> open_train_stream(const StreamShard& /*shard*/,
+                                                         const std::string& /*position*/) const {
+    return nullptr;
+  }
   /// Evaluates `model` (in eval mode) on the task's evaluation set.
   virtual Metrics evaluate(torch::nn::Module& model, const EvalContext& ctx) const = 0;
 };

@@ -218,10 +218,21 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     metrics_out << metrics_text;
   }
   Progress progress(variant.name, loop.num_train_steps);
-  BatchOrder order(loop.num_examples, loop.batch_size, loop.seed);
-  order.skip(first_step);
   const int64_t micro = loop.batch_size / loop.accumulation;  // examples per micro-batch
   const int64_t shard = micro / world;
+  // Indexed data: the seeded batch order, skipping the steps done. Streamed data: this rank's
+  // stream, from the checkpoint's position.
+  std::optional<BatchOrder> order;
+  std::unique_ptr<TrainStream> stream;
+  if (loop.task->streams_train_data()) {
+    stream = loop.task->open_train_stream(
+        StreamShard{micro, rank * shard, shard},
+        loop.resume != nullptr ? loop.resume->state.data_position : std::string());
+    BERTLAB_CHECK(stream != nullptr, "the task streams its training data but opened no stream");
+  } else {
+    order.emplace(loop.num_examples, loop.batch_size, loop.seed);
+    order->skip(first_step);
+  }
   TrainOutcome outcome;
   double window_loss = 0.0;
   int64_t window_steps = 0;
@@ -244,13 +255,18 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   for (int64_t step = first_step; step < loop.stop_after; ++step) {
     // Micro-batch m of the step is examples [m*B, (m+1)*B) of the step's k*B; replica r takes
     // [r*B/N, (r+1)*B/N) of it.
-    const std::vector<int64_t> global = order.next();
     const auto t0 = Clock::now();
     std::vector<Batch> micro_batches;
-    for (int64_t m = 0; m < loop.accumulation; ++m) {
-      const auto begin = global.begin() + m * micro + rank * shard;
-      micro_batches.push_back(
-          loop.task->make_train_batch(std::vector<int64_t>(begin, begin + shard), loop.device));
+    if (stream) {
+      for (int64_t m = 0; m < loop.accumulation; ++m)
+        micro_batches.push_back(stream->next(loop.device));
+    } else {
+      const std::vector<int64_t> global = order->next();
+      for (int64_t m = 0; m < loop.accumulation; ++m) {
+        const auto begin = global.begin() + m * micro + rank * shard;
+        micro_batches.push_back(
+            loop.task->make_train_batch(std::vector<int64_t>(begin, begin + shard), loop.device));
+      }
     }
     const double weight_scale = token_weight_scale(loop, micro_batches, comm, world);
     model.zero_grad(/*set_to_none=*/true);
@@ -307,8 +323,10 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
       const double window_s = seconds_since(window_start);
       nlohmann::ordered_json line;
       line["step"] = step + 1;
-      line["epoch"] = static_cast<double>((step + 1) * loop.batch_size) /
-                      static_cast<double>(loop.num_examples);
+      if (loop.num_examples > 0) {
+        line["epoch"] = static_cast<double>((step + 1) * loop.batch_size) /
+                        static_cast<double>(loop.num_examples);
+      }
       line["loss"] = window_loss / static_cast<double>(window_steps);
       line["learning_rate"] = stats.learning_rate;
       line["grad_norm"] = stats.grad_norm;
@@ -343,6 +361,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
       state.final_loss = outcome.final_loss;
       state.train_seconds = earlier_seconds + seconds_since(train_start);
       state.metrics_lines = metrics_text;
+      if (stream) state.data_position = stream->position();
       {
         at::Generator generator = at::detail::getDefaultCPUGenerator();
         std::lock_guard<std::mutex> lock(generator.mutex());
@@ -587,6 +606,12 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
         static_cast<int64_t>(static_cast<double>(num_examples) / static_cast<double>(batch_size) *
                              variant.train.get_float("num_train_epochs"));
   }
+  if (do_train && num_train_steps <= 0 && task->streams_train_data()) {
+    throw ConfigError(fmt::format(
+        "train.num_train_steps: task {} streams its training data (its size is not known "
+        "before reading it), so set train.num_train_steps, as run_pretraining.py needs",
+        variant.task.plugin));
+  }
   if (do_train && num_train_steps <= 0) {
     throw ConfigError(fmt::format(
         "train.num_train_epochs: {} training examples, train_batch_size {} and {} epochs give 0 "
@@ -618,10 +643,16 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   loop.checkpoint_root = checkpoint_root;
   TrainOutcome outcome;
   if (do_train) {
-    log_info("train", "{} examples, batch {} over {} replica(s){}, {} steps ({} per epoch)",
-             num_examples, batch_size, replicas,
-             accumulation > 1 ? fmt::format(" in {} micro-batches", accumulation) : "",
-             num_train_steps, num_examples / batch_size);
+    const std::string micro_batches =
+        accumulation > 1 ? fmt::format(" in {} micro-batches", accumulation) : "";
+    if (task->streams_train_data()) {
+      log_info("train", "streamed examples, batch {} over {} replica(s){}, {} steps", batch_size,
+               replicas, micro_batches, num_train_steps);
+    } else {
+      log_info("train", "{} examples, batch {} over {} replica(s){}, {} steps ({} per epoch)",
+               num_examples, batch_size, replicas, micro_batches, num_train_steps,
+               num_examples / batch_size);
+    }
     const double timeout_s = variant.strategy_host.get_float("timeout_s");
     outcome = env_launcher ? train_process_rank(loop, *model, *process, timeout_s,
                                                 experiment.name + "/" + variant.name)

@@ -151,6 +151,7 @@ void save_train_checkpoint(const fs::path& root, const TrainState& state,
   j["final_loss"] = state.final_loss;
   j["train_seconds"] = state.train_seconds;
   j["rng_state"] = state.rng_state.defined() ? to_hex(state.rng_state) : "";
+  j["data_position"] = state.data_position;
   write_file_atomic(tmp / "metrics.jsonl", state.metrics_lines);
   write_file_atomic(tmp / "resolved.toml", resolved_toml);
   // state.json last: a folder with it is complete.
@@ -200,6 +201,7 @@ TrainCheckpoint load_train_checkpoint(const fs::path& dir) {
     ckpt.state.train_seconds = j.at("train_seconds").get<double>();
     const std::string rng = j.at("rng_state").get<std::string>();
     if (!rng.empty()) ckpt.state.rng_state = from_hex(rng, state_file);
+    ckpt.state.data_position = j.value("data_position", std::string());
   } catch (const nlohmann::json::exception& e) {
     throw DataError(
         fmt::format("{}: not a bertlab checkpoint state: {}", state_file.string(), e.what()));

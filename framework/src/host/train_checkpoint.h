@@ -35,6 +35,7 @@ struct TrainState {
   double train_seconds = 0.0;  ///< training time spent before this checkpoint
   std::string metrics_lines;   ///< metrics.jsonl lines logged up to `step`
   at::Tensor rng_state;        ///< libtorch's default CPU generator (dropout), uint8
+  std::string data_position;   ///< a streaming task's TrainStream::position(); else empty
 };
 
 /// A checkpoint read back.

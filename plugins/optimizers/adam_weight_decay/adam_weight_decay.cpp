@@ -17,13 +17,6 @@ namespace {
 // Elements per task of the fused CPU update.
 constexpr int64_t kGrainSize = 32768;
 
-NormMode parse_norm_mode(const std::string& name) {
-  if (name == "coalesced") return NormMode::kCoalesced;
-  if (name == "uncoalesced") return NormMode::kUncoalesced;
-  throw ConfigError(fmt::format(
-      "[optimizer] clip_norm_mode must be one of coalesced|uncoalesced, got \"{}\"", name));
-}
-
 SparseUpdate parse_sparse_update(const std::string& name) {
   if (name == "dense") return SparseUpdate::kDense;
   if (name == "scatter_duplicates") return SparseUpdate::kScatterDuplicates;
@@ -108,11 +101,13 @@ bool fusable(const at::Tensor& t) {
 
 // The update's scalars in float, for the fused CPU kernels.
 Coefficients make_coefficients(const AdamWeightDecayOptions& o, bool decay, double lr) {
-  return Coefficients{
-      static_cast<float>(o.beta_1),  static_cast<float>(1.0 - o.beta_1),
-      static_cast<float>(o.beta_2),  static_cast<float>(1.0 - o.beta_2),
-      static_cast<float>(o.epsilon), static_cast<float>(decay ? o.weight_decay_rate : 0.0),
-      static_cast<float>(lr)};
+  return Coefficients{static_cast<float>(o.adam.beta_1),
+                      static_cast<float>(1.0 - o.adam.beta_1),
+                      static_cast<float>(o.adam.beta_2),
+                      static_cast<float>(1.0 - o.adam.beta_2),
+                      static_cast<float>(o.adam.epsilon),
+                      static_cast<float>(decay ? o.adam.weight_decay_rate : 0.0),
+                      static_cast<float>(lr)};
 }
 
 // Sums duplicate rows: unique rows with the sum of their values.
@@ -125,63 +120,24 @@ std::pair<at::Tensor, at::Tensor> sum_duplicates(const at::Tensor& indices,
 
 }  // namespace
 
-std::vector<std::string> split_names(const std::string& list) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t comma = list.find(',', start);
-    if (comma == std::string::npos) comma = list.size();
-    std::string item = list.substr(start, comma - start);
-    const auto first = item.find_first_not_of(" \t");
-    const auto last = item.find_last_not_of(" \t");
-    if (first != std::string::npos) out.push_back(item.substr(first, last - first + 1));
-    start = comma + 1;
-  }
-  return out;
-}
-
 std::vector<OptionDecl> AdamWeightDecayOptions::declarations() {
-  const AdamWeightDecayOptions d;
-  return {
-      float_option("learning_rate", d.learning_rate, "peak learning rate (Google's init_lr)")
-          .above(0),
-      float_option("warmup_proportion", d.warmup_proportion,
-                   "fraction of the training steps with linear warmup")
-          .in_range(0, 1),
-      int_option("num_warmup_steps", d.num_warmup_steps,
-                 "warmup steps; -1: int(num_train_steps * warmup_proportion)")
-          .at_least(-1),
-      float_option("weight_decay_rate", d.weight_decay_rate, "decoupled weight decay").at_least(0),
-      float_option("beta_1", d.beta_1, "first-moment decay").in_range(0, 1),
-      float_option("beta_2", d.beta_2, "second-moment decay").in_range(0, 1),
-      float_option("epsilon", d.epsilon, "added to sqrt(v) in the denominator").at_least(0),
-      float_option("clip_norm", d.clip_norm, "clip gradients to this global norm; 0: no clipping")
-          .at_least(0),
-      string_option("clip_norm_mode", "coalesced",
-                    "sparse rows in the global norm: duplicates summed (coalesced) or as "
-                    "stored, like TensorFlow's global_norm (uncoalesced)")
-          .one_of({"coalesced", "uncoalesced"}),
-      string_option("exclude_from_weight_decay", "LayerNorm,layer_norm,bias",
-                    "comma-separated name parts; matching parameters are not decayed"),
-      string_option("sparse_update", "dense",
-                    "sparse gradients: densified (dense) or scatter-added per duplicate row, "
-                    "reproducing a published bug (scatter_duplicates)")
-          .one_of({"dense", "scatter_duplicates"}),
-  };
+  std::vector<OptionDecl> decls = ScheduleOptions::declarations(5e-5, 0.1);
+  for (auto& decl : AdamHyperparameters::declarations(1e-6, 0.01)) decls.push_back(std::move(decl));
+  for (auto& decl : ClipOptions::declarations(1.0)) decls.push_back(std::move(decl));
+  decls.push_back(WeightDecayExclusion::declaration("LayerNorm,layer_norm,bias"));
+  decls.push_back(string_option("sparse_update", "dense",
+                                "sparse gradients: densified (dense) or scatter-added per "
+                                "duplicate row, reproducing a published bug (scatter_duplicates)")
+                      .one_of({"dense", "scatter_duplicates"}));
+  return decls;
 }
 
 AdamWeightDecayOptions AdamWeightDecayOptions::from_config(const ConfigView& view) {
   AdamWeightDecayOptions o;
-  o.learning_rate = view.get_float("learning_rate");
-  o.warmup_proportion = view.get_float("warmup_proportion");
-  o.num_warmup_steps = view.get_int("num_warmup_steps");
-  o.weight_decay_rate = view.get_float("weight_decay_rate");
-  o.beta_1 = view.get_float("beta_1");
-  o.beta_2 = view.get_float("beta_2");
-  o.epsilon = view.get_float("epsilon");
-  o.clip_norm = view.get_float("clip_norm");
-  o.clip_norm_mode = parse_norm_mode(view.get_string("clip_norm_mode"));
-  o.exclude_from_weight_decay = split_names(view.get_string("exclude_from_weight_decay"));
+  o.schedule = ScheduleOptions::from_config(view);
+  o.adam = AdamHyperparameters::from_config(view);
+  o.clip = ClipOptions::from_config(view);
+  o.exclusion = WeightDecayExclusion::from_config(view);
   o.sparse_update = parse_sparse_update(view.get_string("sparse_update"));
   o.validate();
   return o;
@@ -189,22 +145,10 @@ AdamWeightDecayOptions AdamWeightDecayOptions::from_config(const ConfigView& vie
 
 void AdamWeightDecayOptions::validate() const {
   auto fail = [](const std::string& message) { throw ConfigError("[optimizer] " + message); };
-  if (!(learning_rate > 0)) fail(fmt::format("learning_rate must be > 0, got {}", learning_rate));
-  if (!(warmup_proportion >= 0 && warmup_proportion <= 1)) {
-    fail(fmt::format("warmup_proportion must be in [0, 1], got {}", warmup_proportion));
-  }
-  if (num_warmup_steps < -1) {
-    fail(fmt::format("num_warmup_steps must be >= 0, or -1 for warmup_proportion; got {}",
-                     num_warmup_steps));
-  }
-  if (!(weight_decay_rate >= 0)) {
-    fail(fmt::format("weight_decay_rate must be >= 0, got {}", weight_decay_rate));
-  }
-  if (!(beta_1 >= 0 && beta_1 < 1)) fail(fmt::format("beta_1 must be in [0, 1), got {}", beta_1));
-  if (!(beta_2 >= 0 && beta_2 < 1)) fail(fmt::format("beta_2 must be in [0, 1), got {}", beta_2));
-  if (!(epsilon >= 0)) fail(fmt::format("epsilon must be >= 0, got {}", epsilon));
-  if (!(clip_norm >= 0)) {
-    fail(fmt::format("clip_norm must be >= 0 (0 disables clipping), got {}", clip_norm));
+  schedule.validate();
+  adam.validate();
+  if (!(clip.clip_norm >= 0)) {
+    fail(fmt::format("clip_norm must be >= 0 (0 disables clipping), got {}", clip.clip_norm));
   }
 }
 
@@ -213,26 +157,12 @@ AdamWeightDecay::AdamWeightDecay(AdamWeightDecayOptions options) : options_(std:
 }
 
 bool AdamWeightDecay::uses_weight_decay(const std::string& name) const {
-  // As Google's _do_use_weight_decay: no decay at rate 0, none for excluded names.
-  if (options_.weight_decay_rate == 0.0) return false;
-  for (const auto& part : options_.exclude_from_weight_decay) {
-    if (name.find(part) != std::string::npos) return false;
-  }
-  return true;
+  return options_.exclusion.decays(name, options_.adam.weight_decay_rate);
 }
 
 void AdamWeightDecay::init(const std::vector<NamedTensor>& parameters,
                            const OptimizerContext& ctx) {
-  BERTLAB_CHECK(ctx.num_train_steps > 0,
-                "adam_weight_decay: num_train_steps must be > 0 for the linear decay, got {}; "
-                "check train_batch_size and num_train_epochs",
-                ctx.num_train_steps);
-  num_train_steps_ = ctx.num_train_steps;
-  // As run_classifier.py: int(num_train_steps * warmup_proportion), truncated.
-  num_warmup_steps_ = options_.num_warmup_steps >= 0
-                          ? options_.num_warmup_steps
-                          : static_cast<int64_t>(static_cast<double>(num_train_steps_) *
-                                                 options_.warmup_proportion);
+  schedule_ = Schedule(options_.schedule, ctx.num_train_steps);
   slots_.clear();
   index_.clear();
   c10::NoGradGuard no_grad;
@@ -248,9 +178,8 @@ void AdamWeightDecay::init(const std::vector<NamedTensor>& parameters,
     slot.decay = uses_weight_decay(p.name);
     slots_.push_back(std::move(slot));
   }
-  log_info("train", "{}: {} parameters, {} steps, {} warmup, peak lr {}",
-           options_.lamb ? "lamb" : "adam_weight_decay", slots_.size(), num_train_steps_,
-           num_warmup_steps_, options_.learning_rate);
+  log_info("train", "adam_weight_decay: {} parameters, {} steps, {}", slots_.size(),
+           schedule_.num_train_steps(), schedule_.describe());
 }
 
 std::vector<std::pair<std::string, at::Tensor>> AdamWeightDecay::state_dict() const {
@@ -264,40 +193,15 @@ std::vector<std::pair<std::string, at::Tensor>> AdamWeightDecay::state_dict() co
 
 void AdamWeightDecay::load_state_dict(
     const std::vector<std::pair<std::string, at::Tensor>>& state) {
-  std::unordered_map<std::string, const at::Tensor*> by_name;
-  for (const auto& [name, t] : state) by_name[name] = &t;
-  BERTLAB_CHECK(
-      by_name.size() == 2 * slots_.size(),
-      "adam_weight_decay: the checkpoint holds {} slots, this model needs {} (m and v for "
-      "each of {} parameters)",
-      by_name.size(), 2 * slots_.size(), slots_.size());
-  c10::NoGradGuard no_grad;
+  std::vector<SlotRef> targets;
   for (auto& slot : slots_) {
-    for (auto [suffix, target] : {std::pair{"/adam_m", &slot.m}, std::pair{"/adam_v", &slot.v}}) {
-      auto it = by_name.find(slot.name + suffix);
-      BERTLAB_CHECK(it != by_name.end(), "adam_weight_decay: the checkpoint has no slot {}{}",
-                    slot.name, suffix);
-      BERTLAB_CHECK(it->second->sizes().equals(target->sizes()),
-                    "adam_weight_decay: slot {}{} has shape [{}] in the checkpoint, [{}] here",
-                    slot.name, suffix, fmt::join(it->second->sizes(), ", "),
-                    fmt::join(target->sizes(), ", "));
-      target->copy_(*it->second);
-    }
+    targets.push_back({slot.name + "/adam_m", &slot.m});
+    targets.push_back({slot.name + "/adam_v", &slot.v});
   }
+  load_slots(state, targets, "adam_weight_decay");
 }
 
-double AdamWeightDecay::learning_rate(int64_t step) const {
-  const double init_lr = options_.learning_rate;
-  // tf.train.polynomial_decay to 0 with power 1, the step clamped to num_train_steps.
-  const double progress =
-      static_cast<double>(std::min(step, num_train_steps_)) / static_cast<double>(num_train_steps_);
-  const double decayed = init_lr * (1.0 - progress);
-  // Google's warmup replaces the decayed rate while global_step < num_warmup_steps.
-  if (num_warmup_steps_ > 0 && step < num_warmup_steps_) {
-    return init_lr * static_cast<double>(step) / static_cast<double>(num_warmup_steps_);
-  }
-  return decayed;
-}
+double AdamWeightDecay::learning_rate(int64_t step) const { return schedule_.at(step); }
 
 std::pair<at::Tensor, at::Tensor> AdamWeightDecay::slots(const std::string& name) const {
   auto it = index_.find(name);
@@ -306,13 +210,11 @@ std::pair<at::Tensor, at::Tensor> AdamWeightDecay::slots(const std::string& name
 }
 
 StepStats AdamWeightDecay::step(GradientSet& grads, int64_t step) {
-  BERTLAB_CHECK(num_train_steps_ > 0, "adam_weight_decay: step() before init()");
+  BERTLAB_CHECK(schedule_.num_train_steps() > 0, "adam_weight_decay: step() before init()");
   StepStats stats;
   stats.learning_rate = learning_rate(step);
   // Google clips in create_optimizer, before apply_gradients.
-  stats.grad_norm = options_.clip_norm > 0
-                        ? grads.clip_by_global_norm(options_.clip_norm, options_.clip_norm_mode)
-                        : grads.global_norm(options_.clip_norm_mode);
+  stats.grad_norm = options_.clip.apply(grads);
 
   c10::NoGradGuard no_grad;
   // A parameter without an entry is left alone, as apply_gradients skips a None gradient.
@@ -324,10 +226,7 @@ StepStats AdamWeightDecay::step(GradientSet& grads, int64_t step) {
     Slot& slot = slots_[it->second];
     BERTLAB_CHECK(slot.param.sizes().vec() == entry.shape,
                   "adam_weight_decay: gradient of {} has the wrong shape", entry.name);
-    if (options_.lamb) {
-      update_lamb(slot, entry.is_sparse() ? entry.to_dense() : entry.dense, stats.learning_rate,
-                  step);
-    } else if (entry.is_sparse()) {
+    if (entry.is_sparse()) {
       update_sparse(slot, entry, stats.learning_rate);
     } else {
       update_dense(slot, entry.dense, stats.learning_rate);
@@ -348,38 +247,15 @@ void AdamWeightDecay::update_dense(Slot& slot, const at::Tensor& grad, double lr
     return;
   }
   // Any other device or dtype: the same arithmetic as tensor ops.
-  slot.m.mul_(o.beta_1).add_(grad, 1.0 - o.beta_1);
-  slot.v.mul_(o.beta_2).addcmul_(grad, grad, 1.0 - o.beta_2);
+  slot.m.mul_(o.adam.beta_1).add_(grad, 1.0 - o.adam.beta_1);
+  slot.v.mul_(o.adam.beta_2).addcmul_(grad, grad, 1.0 - o.adam.beta_2);
   apply_moments(slot, lr);
 }
 
 void AdamWeightDecay::apply_moments(Slot& slot, double lr) const {
-  at::Tensor update = slot.m / slot.v.sqrt().add_(options_.epsilon);
-  if (slot.decay) update.add_(slot.param, options_.weight_decay_rate);
+  at::Tensor update = slot.m / slot.v.sqrt().add_(options_.adam.epsilon);
+  if (slot.decay) update.add_(slot.param, options_.adam.weight_decay_rate);
   slot.param.add_(update, -lr);
-}
-
-void AdamWeightDecay::update_lamb(Slot& slot, const at::Tensor& grad, double lr,
-                                  int64_t step) const {
-  // As NVIDIA's BERT LAMB (and ALBERT's lamb_optimizer.py): Adam moments with bias correction
-  // at t = step + 1, decoupled weight decay inside the update, and the update scaled by the
-  // layer's trust ratio ‖w‖ / ‖update‖ (1 where either norm is 0). Parameters excluded from
-  // weight decay are excluded from the layer adaptation too (ratio 1), the default of both.
-  const auto& o = options_;
-  slot.m.mul_(o.beta_1).add_(grad, 1.0 - o.beta_1);
-  slot.v.mul_(o.beta_2).addcmul_(grad, grad, 1.0 - o.beta_2);
-  const auto t = static_cast<double>(step + 1);
-  const at::Tensor m_hat = slot.m / (1.0 - std::pow(o.beta_1, t));
-  const at::Tensor v_hat = slot.v / (1.0 - std::pow(o.beta_2, t));
-  at::Tensor update = m_hat / v_hat.sqrt().add_(o.epsilon);
-  double ratio = 1.0;
-  if (slot.decay) {
-    update.add_(slot.param, o.weight_decay_rate);
-    const double w_norm = slot.param.norm().item<double>();
-    const double u_norm = update.norm().item<double>();
-    if (w_norm > 0 && u_norm > 0) ratio = w_norm / u_norm;
-  }
-  slot.param.add_(update, -lr * ratio);
 }
 
 void AdamWeightDecay::update_sparse(Slot& slot, const GradientEntry& grad, double lr) const {
@@ -415,8 +291,8 @@ void AdamWeightDecay::update_sparse(Slot& slot, const GradientEntry& grad, doubl
     return;
   }
   // The published form of the bug: decay every row, then scatter-add each stored row.
-  slot.m.mul_(o.beta_1).index_add_(0, grad.indices, grad.values, 1.0 - o.beta_1);
-  slot.v.mul_(o.beta_2).index_add_(0, grad.indices, grad.values.square(), 1.0 - o.beta_2);
+  slot.m.mul_(o.adam.beta_1).index_add_(0, grad.indices, grad.values, 1.0 - o.adam.beta_1);
+  slot.v.mul_(o.adam.beta_2).index_add_(0, grad.indices, grad.values.square(), 1.0 - o.adam.beta_2);
   apply_moments(slot, lr);
 }
 

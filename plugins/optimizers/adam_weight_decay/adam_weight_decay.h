@@ -1,11 +1,12 @@
 #pragma once
 // Google BERT's AdamWeightDecayOptimizer and learning-rate schedule (optimization.py):
 // Adam without bias correction, decoupled weight decay except for excluded names, linear
-// warmup then linear decay to 0, gradients clipped by global norm before the update.
+// warmup then linear decay to 0 (or another schedule), gradients clipped by global norm first.
 
 #include <bertlab/config.h>
 #include <bertlab/grad.h>
 #include <bertlab/optimizer.h>
+#include <bertlab/optimizer_options.h>
 
 #include <ATen/core/Tensor.h>
 
@@ -24,21 +25,11 @@ enum class SparseUpdate {
 };
 
 struct AdamWeightDecayOptions {
-  double learning_rate = 5e-5;      ///< peak learning rate (Google's init_lr)
-  double warmup_proportion = 0.1;   ///< fraction of num_train_steps spent warming up
-  int64_t num_warmup_steps = -1;    ///< -1: int(num_train_steps * warmup_proportion)
-  double weight_decay_rate = 0.01;  ///< decoupled weight decay, added to the update
-  double beta_1 = 0.9;              ///< first-moment decay
-  double beta_2 = 0.999;            ///< second-moment decay
-  double epsilon = 1e-6;            ///< added to sqrt(v)
-  double clip_norm = 1.0;           ///< global-norm clipping threshold; 0 disables clipping
-  NormMode clip_norm_mode = NormMode::kCoalesced;  ///< how sparse rows enter the norm
-  /// A parameter whose name contains any of these is not decayed.
-  std::vector<std::string> exclude_from_weight_decay = {"LayerNorm", "layer_norm", "bias"};
+  ScheduleOptions schedule;        ///< Google's: linear warmup, linear decay to 0
+  AdamHyperparameters adam;        ///< epsilon 1e-6, weight decay 0.01 (added to the update)
+  ClipOptions clip;                ///< global norm 1.0, as Google's create_optimizer
+  WeightDecayExclusion exclusion;  ///< LayerNorm, layer_norm, bias
   SparseUpdate sparse_update = SparseUpdate::kDense;  ///< see SparseUpdate
-  /// LAMB (You et al. 2019) instead: bias-corrected moments and, per parameter, the update
-  /// scaled by the trust ratio ‖w‖/‖update‖. Set by the "lamb" component, not an option.
-  bool lamb = false;
 
   /// The option declarations of the [optimizer] section.
   static std::vector<OptionDecl> declarations();
@@ -47,9 +38,6 @@ struct AdamWeightDecayOptions {
   /// Throws ConfigError naming the first rule broken.
   void validate() const;
 };
-
-/// Splits "a, b,c" into {"a", "b", "c"} (blanks trimmed, empty items dropped).
-std::vector<std::string> split_names(const std::string& list);
 
 class AdamWeightDecay : public Optimizer {
  public:
@@ -64,7 +52,7 @@ class AdamWeightDecay : public Optimizer {
 
   const AdamWeightDecayOptions& options() const { return options_; }
   /// The resolved number of warmup steps (valid after init()).
-  int64_t num_warmup_steps() const { return num_warmup_steps_; }
+  int64_t num_warmup_steps() const { return schedule_.num_warmup_steps(); }
   /// The moments of parameter `name` (for tests and checkpoints): m, v.
   std::pair<at::Tensor, at::Tensor> slots(const std::string& name) const;
   /// Whether parameter `name` receives weight decay.
@@ -83,11 +71,9 @@ class AdamWeightDecay : public Optimizer {
   void update_sparse(Slot& slot, const GradientEntry& grad, double lr) const;
   // param -= lr * (m / (sqrt(v) + epsilon) + decay * param), with tensor ops.
   void apply_moments(Slot& slot, double lr) const;
-  void update_lamb(Slot& slot, const at::Tensor& grad, double lr, int64_t step) const;
 
   AdamWeightDecayOptions options_;
-  int64_t num_train_steps_ = 0;
-  int64_t num_warmup_steps_ = 0;
+  Schedule schedule_;                              // bound in init()
   std::vector<Slot> slots_;                        // [parameter], in init() order
   std::unordered_map<std::string, size_t> index_;  // parameter name -> slot
 };

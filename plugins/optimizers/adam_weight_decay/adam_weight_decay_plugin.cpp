@@ -1,4 +1,4 @@
-// The adam_weight_decay plugin's entry point: registers Google BERT's optimizer and LAMB.
+// The adam_weight_decay plugin's entry point: registers Google BERT's optimizer.
 
 #include "adam_weight_decay.h"
 
@@ -18,17 +18,6 @@ void register_components(bertlab::Registry& registry) {
                              AdamWeightDecayOptions::declarations()},
       [](const bertlab::ConfigView& view) -> std::unique_ptr<bertlab::Optimizer> {
         return std::make_unique<AdamWeightDecay>(AdamWeightDecayOptions::from_config(view));
-      });
-  registry.add_optimizer(
-      bertlab::ComponentSpec{"lamb",
-                             "LAMB (You et al. 2019, NVIDIA's BERT form): bias-corrected Adam, "
-                             "decoupled weight decay, per-layer trust ratio; warmup and decay "
-                             "as adam_weight_decay",
-                             AdamWeightDecayOptions::declarations()},
-      [](const bertlab::ConfigView& view) -> std::unique_ptr<bertlab::Optimizer> {
-        AdamWeightDecayOptions options = AdamWeightDecayOptions::from_config(view);
-        options.lamb = true;
-        return std::make_unique<AdamWeightDecay>(std::move(options));
       });
 }
 

@@ -129,7 +129,10 @@ LossOutput ClassifierTask::compute_loss(torch::nn::Module& model, const Batch& b
       classifier.forward(batch_tensor(batch, "input_ids"), batch_tensor(batch, "segment_ids"),
                          batch_tensor(batch, "input_mask"));
   const at::Tensor& label_ids = batch_tensor(batch, "label_ids");
-  return LossOutput{per_example_loss(logits, label_ids).mean(), label_ids.size(0)};
+  LossOutput out;
+  out.loss = per_example_loss(logits, label_ids).mean();
+  out.num_examples = label_ids.size(0);
+  return out;
 }
 
 Metrics ClassifierTask::evaluate(torch::nn::Module& model, const EvalContext& ctx) const {

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "instance_stream.h"
 #include "pretrain_model.h"
 #include "tfrecord.h"
 
@@ -30,6 +31,10 @@ std::vector<OptionDecl> pretrain_option_decls() {
           .in_range(5, 512),
       int_option("max_predictions_per_seq", 20, "the instances' masked-LM slots").at_least(1),
       int_option("max_eval_steps", 100, "evaluation batches at most").at_least(1),
+      bool_option("streaming", false,
+                  "read input_file in order on a background thread instead of into memory "
+                  "(files larger than memory); needs train.num_train_steps"),
+      int_option("prefetch_batches", 8, "streaming: micro-batches read ahead at most").at_least(1),
   };
 }
 
@@ -40,145 +45,12 @@ PretrainOptions PretrainOptions::from_config(const ConfigView& view) {
   o.max_seq_length = view.get_int("max_seq_length");
   o.max_predictions_per_seq = view.get_int("max_predictions_per_seq");
   o.max_eval_steps = view.get_int("max_eval_steps");
+  o.streaming = view.get_bool("streaming");
+  o.prefetch_batches = view.get_int("prefetch_batches");
   return o;
 }
 
 namespace {
-
-// The seven features of one instance, checked against the lengths the task expects.
-InstanceFeatures check_features(InstanceFeatures f, const std::string& where, int64_t seq,
-                                int64_t predictions) {
-  const auto expect = [&](const char* name, size_t got, int64_t want) {
-    if (static_cast<int64_t>(got) != want) {
-      throw DataError(fmt::format(
-          "{}: {} has {} values, expected {}; create the data with the task's max_seq_length "
-          "and max_predictions_per_seq",
-          where, name, got, want));
-    }
-  };
-  expect("input_ids", f.input_ids.size(), seq);
-  expect("input_mask", f.input_mask.size(), seq);
-  expect("segment_ids", f.segment_ids.size(), seq);
-  expect("masked_lm_positions", f.masked_lm_positions.size(), predictions);
-  expect("masked_lm_ids", f.masked_lm_ids.size(), predictions);
-  expect("masked_lm_weights", f.masked_lm_weights.size(), predictions);
-  expect("next_sentence_labels", f.next_sentence_labels.size(), 1);
-  for (const int64_t p : f.masked_lm_positions) {
-    if (p < 0 || p >= seq) {
-      throw DataError(
-          fmt::format("{}: masked_lm_positions holds {}, outside [0, {})", where, p, seq));
-    }
-  }
-  return f;
-}
-
-template <typename T>
-std::vector<T> json_list(const nlohmann::json& line, const char* name, const std::string& where) {
-  const auto it = line.find(name);
-  if (it == line.end() || !it->is_array()) {
-    throw DataError(fmt::format("{}: no \"{}\" list (the features of create-data)", where, name));
-  }
-  return it->get<std::vector<T>>();
-}
-
-template <typename T>
-std::vector<T> example_list(const ExampleFeatures& example, const char* name,
-                            const std::string& where) {
-  for (const auto& [key, values] : example) {
-    if (key != name) continue;
-    if (const auto* v = std::get_if<std::vector<T>>(&values)) return *v;
-    throw DataError(
-        fmt::format("{}: feature {} has the wrong kind (int64 or float list)", where, name));
-  }
-  throw DataError(fmt::format("{}: no feature \"{}\"", where, name));
-}
-
-bool is_jsonl(const fs::path& path) { return path.extension() == ".jsonl"; }
-
-}  // namespace
-
-std::vector<InstanceFeatures> read_instances(const fs::path& path, int64_t max_seq_length,
-                                             int64_t max_predictions_per_seq) {
-  std::vector<InstanceFeatures> out;
-  if (is_jsonl(path)) {
-    std::ifstream in(path);
-    if (!in) throw DataError(fmt::format("{}: cannot read the instances", path.string()));
-    int64_t line_number = 0;
-    for (std::string text; std::getline(in, text);) {
-      ++line_number;
-      if (text.empty()) continue;
-      const std::string where = fmt::format("{}:{}", path.string(), line_number);
-      nlohmann::json line;
-      try {
-        line = nlohmann::json::parse(text);
-      } catch (const nlohmann::json::parse_error& e) {
-        throw DataError(fmt::format("{}: not JSON: {}", where, e.what()));
-      }
-      InstanceFeatures f;
-      f.input_ids = json_list<int64_t>(line, "input_ids", where);
-      f.input_mask = json_list<int64_t>(line, "input_mask", where);
-      f.segment_ids = json_list<int64_t>(line, "segment_ids", where);
-      f.masked_lm_positions = json_list<int64_t>(line, "masked_lm_positions", where);
-      f.masked_lm_ids = json_list<int64_t>(line, "masked_lm_ids", where);
-      f.masked_lm_weights = json_list<float>(line, "masked_lm_weights", where);
-      f.next_sentence_labels = json_list<int64_t>(line, "next_sentence_labels", where);
-      out.push_back(check_features(std::move(f), where, max_seq_length, max_predictions_per_seq));
-    }
-  } else {
-    const auto records = read_tfrecords(path);
-    for (size_t r = 0; r < records.size(); ++r) {
-      const std::string where = fmt::format("{}: record {}", path.string(), r);
-      const ExampleFeatures example = parse_example(records[r], where);
-      InstanceFeatures f;
-      f.input_ids = example_list<int64_t>(example, "input_ids", where);
-      f.input_mask = example_list<int64_t>(example, "input_mask", where);
-      f.segment_ids = example_list<int64_t>(example, "segment_ids", where);
-      f.masked_lm_positions = example_list<int64_t>(example, "masked_lm_positions", where);
-      f.masked_lm_ids = example_list<int64_t>(example, "masked_lm_ids", where);
-      f.masked_lm_weights = example_list<float>(example, "masked_lm_weights", where);
-      f.next_sentence_labels = example_list<int64_t>(example, "next_sentence_labels", where);
-      out.push_back(check_features(std::move(f), where, max_seq_length, max_predictions_per_seq));
-    }
-  }
-  if (out.empty()) {
-    throw DataError(fmt::format("{}: no instances; create them with `bertlab pretrain create-data`",
-                                path.string()));
-  }
-  return out;
-}
-
-namespace {
-
-Batch collate(const std::vector<InstanceFeatures>& set, const std::vector<int64_t>& indices,
-              const c10::Device& device) {
-  BERTLAB_CHECK(!indices.empty(), "cannot collate an empty batch");
-  const auto rows = static_cast<int64_t>(indices.size());
-  const auto& first = set.at(static_cast<size_t>(indices[0]));
-  const auto seq = static_cast<int64_t>(first.input_ids.size());
-  const auto predictions = static_cast<int64_t>(first.masked_lm_positions.size());
-  const auto longs = [&](int64_t width, auto member) {
-    at::Tensor t = at::empty({rows, width}, at::kLong);
-    int64_t* out = t.data_ptr<int64_t>();
-    for (int64_t r = 0; r < rows; ++r) {
-      const auto& values = set.at(static_cast<size_t>(indices[r])).*member;
-      std::copy(values.begin(), values.end(), out + r * width);
-    }
-    return t.to(device);
-  };
-  at::Tensor weights = at::empty({rows, predictions}, at::kFloat);
-  for (int64_t r = 0; r < rows; ++r) {
-    const auto& w = set.at(static_cast<size_t>(indices[r])).masked_lm_weights;
-    std::copy(w.begin(), w.end(), weights.data_ptr<float>() + r * predictions);
-  }
-  return Batch{
-      {"input_ids", longs(seq, &InstanceFeatures::input_ids)},
-      {"input_mask", longs(seq, &InstanceFeatures::input_mask)},
-      {"segment_ids", longs(seq, &InstanceFeatures::segment_ids)},
-      {"masked_lm_positions", longs(predictions, &InstanceFeatures::masked_lm_positions)},
-      {"masked_lm_ids", longs(predictions, &InstanceFeatures::masked_lm_ids)},
-      {"masked_lm_weights", weights.to(device)},
-      {"next_sentence_labels", longs(1, &InstanceFeatures::next_sentence_labels).reshape({-1})}};
-}
 
 PretrainModelImpl& pretrain_model(torch::nn::Module& model) {
   auto* m = dynamic_cast<PretrainModelImpl*>(&model);
@@ -204,24 +76,31 @@ void PretrainTask::prepare(const TaskContext& ctx) {
         fmt::format("task.max_seq_length ({}) exceeds the model's max_position_embeddings ({})",
                     options_.max_seq_length, positions));
   }
-  train_ = read_instances(options_.input_file, options_.max_seq_length,
-                          options_.max_predictions_per_seq);
-  const int64_t vocab = ctx.bert_config->vocab_size;
-  for (size_t i = 0; i < train_.size(); ++i) {
-    for (const int64_t id : train_[i].input_ids) {
-      if (id < 0 || id >= vocab) {
-        throw DataError(
-            fmt::format("{}: instance {} holds token id {}, outside the model's "
-                        "vocab_size {}; create the data with the model's vocab.txt",
-                        options_.input_file.string(), i, id, vocab));
-      }
-    }
+  vocab_size_ = ctx.bert_config->vocab_size;
+  if (options_.streaming) {
+    // Only the first instance now, so that a wrong file fails before any work.
+    read_instances(options_.input_file, shape(), 1);
+    log_info("data", "pretrain: streaming training instances from {} ({} micro-batches ahead)",
+             options_.input_file.string(), options_.prefetch_batches);
+    return;
   }
-  eval_ = options_.eval_file.empty() ? train_
-                                     : read_instances(options_.eval_file, options_.max_seq_length,
-                                                      options_.max_predictions_per_seq);
+  train_ = read_instances(options_.input_file, shape());
+  eval_ = options_.eval_file.empty() ? train_ : read_instances(options_.eval_file, shape());
   log_info("data", "pretrain: {} training instances from {}, {} to evaluate", train_.size(),
            options_.input_file.string(), eval_.size());
+}
+
+InstanceShape PretrainTask::shape() const {
+  return InstanceShape{options_.max_seq_length, options_.max_predictions_per_seq, vocab_size_};
+}
+
+std::unique_ptr<TrainStream> PretrainTask::open_train_stream(const StreamShard& shard,
+                                                             const std::string& position) const {
+  const StreamPosition start =
+      position.empty() ? StreamPosition{}
+                       : StreamPosition::from_text(position, "the checkpoint's data_position");
+  return std::make_unique<InstanceStream>(options_.input_file, shape(), shard, start,
+                                          options_.prefetch_batches);
 }
 
 int64_t PretrainTask::num_train_examples() const { return static_cast<int64_t>(train_.size()); }
@@ -255,7 +134,14 @@ Metrics PretrainTask::evaluate(torch::nn::Module& model, const EvalContext& ctx)
   m.eval();
   const at::NoGradGuard no_grad;
   PretrainMetrics metrics;
-  const auto total = static_cast<int64_t>(eval_.size());
+  // Streaming: the first max_eval_steps batches of eval_file (or input_file), read now.
+  std::vector<InstanceFeatures> streamed;
+  if (options_.streaming) {
+    streamed = read_instances(options_.eval_file.empty() ? options_.input_file : options_.eval_file,
+                              shape(), options_.max_eval_steps * ctx.eval_batch_size);
+  }
+  const std::vector<InstanceFeatures>& eval = options_.streaming ? streamed : eval_;
+  const auto total = static_cast<int64_t>(eval.size());
   int64_t batches = 0;
   for (int64_t start = 0; start < total && batches < options_.max_eval_steps;
        start += ctx.eval_batch_size, ++batches) {
@@ -263,7 +149,7 @@ Metrics PretrainTask::evaluate(torch::nn::Module& model, const EvalContext& ctx)
     for (int64_t i = start; i < std::min(total, start + ctx.eval_batch_size); ++i) {
       indices.push_back(i);
     }
-    const Batch batch = collate(eval_, indices, ctx.device);
+    const Batch batch = collate(eval, indices, ctx.device);
     const PretrainLogits logits =
         m.forward(batch.at("input_ids"), batch.at("segment_ids"), batch.at("input_mask"),
                   batch.at("masked_lm_positions"));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "create_data.h"
+#include "instance_reader.h"
 
 namespace bertlab::pretrain {
 
@@ -19,24 +20,20 @@ struct PretrainOptions {
   int64_t max_seq_length = 128;          ///< must equal the instances' length
   int64_t max_predictions_per_seq = 20;  ///< must equal the instances' prediction slots
   int64_t max_eval_steps = 100;          ///< evaluation batches at most (Google's default)
+  bool streaming = false;                ///< read input_file in order instead of into memory
+  int64_t prefetch_batches = 8;          ///< streaming: micro-batches read ahead at most
 
   static PretrainOptions from_config(const ConfigView& view);
 };
 
 std::vector<OptionDecl> pretrain_option_decls();
 
-/// Reads instance features from a .jsonl file (one object per line) or a TFRecord file of
-/// tf.train.Examples. Throws DataError naming the file and line/record for a missing feature or
-/// a length other than max_seq_length / max_predictions_per_seq.
-std::vector<InstanceFeatures> read_instances(const std::filesystem::path& path,
-                                             int64_t max_seq_length,
-                                             int64_t max_predictions_per_seq);
-
 class PretrainTask : public Task {
  public:
   explicit PretrainTask(PretrainOptions options) : options_(std::move(options)) {}
 
   void prepare(const TaskContext& ctx) override;
+  /// The instances in memory; 0 when streaming (their number is not read ahead).
   int64_t num_train_examples() const override;
   std::shared_ptr<torch::nn::Module> create_model(const BertConfig& config,
                                                   bool sparse_embeddings) const override;
@@ -48,6 +45,10 @@ class PretrainTask : public Task {
   /// the host divides by the step's masked tokens.
   LossOutput compute_loss(torch::nn::Module& model, const Batch& batch) const override;
   bool token_weighted_loss() const override { return true; }
+  bool streams_train_data() const override { return options_.streaming; }
+  /// A background reader of input_file from `position` (a StreamPosition's text).
+  std::unique_ptr<TrainStream> open_train_stream(const StreamShard& shard,
+                                                 const std::string& position) const override;
   /// Σ masked_lm_weights of the batch.
   double loss_weight(const Batch& batch) const override;
   /// Google's metric_fn over at most max_eval_steps batches of eval_file: masked_lm_accuracy,
@@ -55,7 +56,10 @@ class PretrainTask : public Task {
   Metrics evaluate(torch::nn::Module& model, const EvalContext& ctx) const override;
 
  private:
+  InstanceShape shape() const;
+
   PretrainOptions options_;
+  int64_t vocab_size_ = -1;
   std::vector<InstanceFeatures> train_;  // [instance]
   std::vector<InstanceFeatures> eval_;   // [instance]
 };

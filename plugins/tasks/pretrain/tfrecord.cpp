@@ -262,34 +262,53 @@ void PartialFile::close() {
   closed_ = true;
 }
 
-std::vector<std::string> read_tfrecords(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw DataError(fmt::format("{}: cannot read the TFRecord file", path.string()));
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  const std::string data = buffer.str();
-  std::vector<std::string> records;
-  size_t offset = 0;
-  while (offset < data.size()) {
-    const auto fail = [&](const char* why) {
-      throw DataError(
-          fmt::format("{}: record {} at byte {}: {}", path.string(), records.size(), offset, why));
-    };
-    if (data.size() - offset < 12) fail("truncated header");
-    uint64_t length = 0;
-    uint32_t length_crc = 0;
-    std::memcpy(&length, data.data() + offset, 8);
-    std::memcpy(&length_crc, data.data() + offset + 8, 4);
-    if (crc32c_mask(crc32c(data.data() + offset, 8)) != length_crc)
-      fail("length checksum mismatch");
-    if (data.size() - offset - 12 < length + 4) fail("truncated record");
-    const char* body = data.data() + offset + 12;
-    uint32_t data_crc = 0;
-    std::memcpy(&data_crc, body + length, 4);
-    if (crc32c_mask(crc32c(body, length)) != data_crc) fail("data checksum mismatch");
-    records.emplace_back(body, length);
-    offset += 12 + length + 4;
+TfRecordReader::TfRecordReader(fs::path path, uint64_t offset, int64_t index)
+    : path_(std::move(path)), in_(path_, std::ios::binary), offset_(offset), index_(index) {
+  if (!in_) throw DataError(fmt::format("{}: cannot read the TFRecord file", path_.string()));
+  in_.seekg(0, std::ios::end);
+  size_ = static_cast<uint64_t>(in_.tellg());
+  if (offset_ > size_) {
+    throw DataError(fmt::format("{}: offset {} is beyond the end of the file ({} bytes)",
+                                path_.string(), offset_, size_));
   }
+  in_.seekg(static_cast<std::streamoff>(offset_));
+}
+
+bool TfRecordReader::next(std::string* record) {
+  if (offset_ == size_) return false;
+  const auto fail = [&](const char* why) {
+    throw DataError(
+        fmt::format("{}: record {} at byte {}: {}", path_.string(), index_, offset_, why));
+  };
+  if (size_ - offset_ < 12) fail("truncated header");
+  char header[12];
+  if (!in_.read(header, 12)) fail("read failed");
+  uint64_t length = 0;
+  uint32_t length_crc = 0;
+  std::memcpy(&length, header, 8);
+  std::memcpy(&length_crc, header + 8, 4);
+  if (crc32c_mask(crc32c(header, 8)) != length_crc) fail("length checksum mismatch");
+  if (size_ - offset_ - 12 < length + 4) fail("truncated record");
+  if (record == nullptr) {
+    in_.seekg(static_cast<std::streamoff>(length + 4), std::ios::cur);
+  } else {
+    record->resize(length);
+    uint32_t data_crc = 0;
+    if (!in_.read(record->data(), static_cast<std::streamsize>(length)) ||
+        !in_.read(reinterpret_cast<char*>(&data_crc), 4)) {
+      fail("read failed");
+    }
+    if (crc32c_mask(crc32c(record->data(), length)) != data_crc) fail("data checksum mismatch");
+  }
+  offset_ += 12 + length + 4;
+  ++index_;
+  return true;
+}
+
+std::vector<std::string> read_tfrecords(const fs::path& path) {
+  TfRecordReader reader(path);
+  std::vector<std::string> records;
+  for (std::string record; reader.next(&record);) records.push_back(std::move(record));
   return records;
 }
 

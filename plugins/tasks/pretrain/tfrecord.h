@@ -60,6 +60,28 @@ class TfRecordWriter {
   PartialFile file_;
 };
 
+/// The records of a TFRecord file one at a time, from a byte offset (a record boundary).
+class TfRecordReader {
+ public:
+  /// `index` is the number of the record at `offset`, for messages.
+  explicit TfRecordReader(std::filesystem::path path, uint64_t offset = 0, int64_t index = 0);
+  /// The next record into *record with both checksums verified, or, when record is nullptr,
+  /// skipped with only its length checked. False at the end of the file. Throws DataError
+  /// naming the file, the record and its byte offset for a truncated or corrupt record.
+  bool next(std::string* record);
+  /// The offset of the next record.
+  uint64_t offset() const { return offset_; }
+  /// The number of the next record.
+  int64_t index() const { return index_; }
+
+ private:
+  std::filesystem::path path_;
+  std::ifstream in_;
+  uint64_t offset_ = 0;
+  uint64_t size_ = 0;
+  int64_t index_ = 0;
+};
+
 /// Every record of a TFRecord file, checksums verified. Throws DataError naming the file and the
 /// record's offset for a truncated record or a checksum mismatch.
 std::vector<std::string> read_tfrecords(const std::filesystem::path& path);

@@ -212,8 +212,10 @@ LossOutput SquadTask::compute_loss(torch::nn::Module& model, const Batch& batch)
       squad.forward(batch_tensor(batch, "input_ids"), batch_tensor(batch, "segment_ids"),
                     batch_tensor(batch, "input_mask"));
   const at::Tensor& start_positions = batch_tensor(batch, "start_positions");
-  return LossOutput{span_loss(logits, start_positions, batch_tensor(batch, "end_positions")),
-                    start_positions.size(0)};
+  LossOutput out;
+  out.loss = span_loss(logits, start_positions, batch_tensor(batch, "end_positions"));
+  out.num_examples = start_positions.size(0);
+  return out;
 }
 
 Metrics SquadTask::evaluate(torch::nn::Module& model, const EvalContext& ctx) const {
