@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "host/bench_comm.h"
+#include "host/bench_step.h"
 #include "host/experiment.h"
 #include "host/gradcheck.h"
 #include "host/host_options.h"
@@ -285,6 +286,40 @@ int dispatch(int argc, char** argv) {
   bench_comm_cmd->add_option("--world", comm_bench.world, "ranks (default 2)");
   bench_comm_cmd->add_option("--mb", comm_bench.mb, "MiB per rank (default 64)");
   bench_comm_cmd->add_option("--iters", comm_bench.iterations, "timed repetitions (default 5)");
+  StepBenchOptions step_bench;
+  CLI::App* bench_step_cmd = bench->add_subcommand(
+      "step", "a BERT training step (SQuAD span head, random ids): time by phase, tokens/s, RSS");
+  bench_step_cmd->add_option("--hidden_size", step_bench.hidden_size, "default 768");
+  bench_step_cmd->add_option("--num_hidden_layers", step_bench.num_hidden_layers, "default 12");
+  bench_step_cmd->add_option("--num_attention_heads", step_bench.num_attention_heads, "default 12");
+  bench_step_cmd->add_option("--intermediate_size", step_bench.intermediate_size, "default 3072");
+  bench_step_cmd->add_option("--vocab_size", step_bench.vocab_size, "default 30522");
+  bench_step_cmd->add_option("--batch", step_bench.batch, "global batch (default 8)");
+  bench_step_cmd->add_option("--seq", step_bench.seq, "tokens per example (default 128)");
+  bench_step_cmd->add_option("--steps", step_bench.steps,
+                             "timed steps after a warm-up (default 5)");
+  bench_step_cmd->add_option("--threads", step_bench.threads,
+                             "libtorch and OpenBLAS threads (default 1)");
+  bench_step_cmd->add_option("--strategy", step_bench.strategy, "single|mirrored|sparse_allgather");
+  bench_step_cmd->add_option("--replicas", step_bench.replicas, "thread ranks (default 1)");
+  bench_step_cmd->add_flag("--sparse_embeddings", step_bench.sparse_embeddings,
+                           "word-embedding gradient as sparse rows");
+  bench_step_cmd->add_option("--optimizer", step_bench.optimizer, "default adam_weight_decay");
+  TokenizeBenchOptions tokenize_bench;
+  CLI::App* bench_tokenize_cmd =
+      bench->add_subcommand("tokenize", "WordPiece tokenization speed (MB/s, tokens/s)");
+  bench_tokenize_cmd->add_option("--vocab", tokenize_bench.vocab_file, "vocab.txt")->required();
+  bench_tokenize_cmd->add_option("--input", tokenize_bench.input, "a text file")->required();
+  bench_tokenize_cmd->add_flag("--no_lower_case{false}", tokenize_bench.do_lower_case,
+                               "keep case (cased models)");
+  bench_tokenize_cmd->add_option("--threads", tokenize_bench.threads,
+                                 "threads of the parallel run (default: one per core)");
+  GemmBenchOptions gemm_bench;
+  CLI::App* bench_gemm_cmd =
+      bench->add_subcommand("gemm", "float32 matrix-product rate (GFLOP/s) at a thread count");
+  bench_gemm_cmd->add_option("--size", gemm_bench.size, "square matrices (default 1024)");
+  bench_gemm_cmd->add_option("--threads", gemm_bench.threads, "default 1");
+  bench_gemm_cmd->add_option("--iters", gemm_bench.iterations, "timed products (default 10)");
 
   std::string checkpoint;
   bool stats = false;
@@ -383,6 +418,14 @@ int dispatch(int argc, char** argv) {
   if (validate->parsed()) return cmd_validate(common, file, sets, variants);
   if (plugins->parsed()) return cmd_plugins(common, describe);
   if (bench_comm_cmd->parsed()) return bench_comm(comm_bench);
+  if (bench_gemm_cmd->parsed()) return bench_gemm(gemm_bench);
+  if (bench_tokenize_cmd->parsed()) return bench_tokenize(tokenize_bench);
+  if (bench_step_cmd->parsed()) {
+    return with_plugin_host([&](PluginHost& host) -> int {
+      load_plugins(host, common);
+      return bench_step(host, step_bench);
+    });
+  }
   if (inspect->parsed()) return inspect_checkpoint(checkpoint, stats, std::cout);
   if (convert->parsed()) {
     if (!convert_config.empty()) convert_options.bert_config = fs::path(convert_config);

@@ -91,9 +91,11 @@ GradientSet GradientSet::from_module(const torch::nn::Module& module) {
     entry.name = item.key();
     entry.shape = param.sizes().vec();
     const at::Tensor& grad = param.grad();
-    if (!grad.defined()) {
-      entry.dense = at::zeros_like(param, at::MemoryFormat::Contiguous);
-    } else if (grad.is_sparse()) {
+    // No gradient (the loss does not use the parameter, e.g. the pooler under the SQuAD span
+    // head): no entry, so the optimizer leaves it alone, as TensorFlow's apply_gradients skips
+    // a None gradient.
+    if (!grad.defined()) continue;
+    if (grad.is_sparse()) {
       BERTLAB_CHECK(grad.sparse_dim() == 1,
                     "parameter {}: a sparse gradient must index rows (sparse_dim 1), got {}",
                     entry.name, grad.sparse_dim());

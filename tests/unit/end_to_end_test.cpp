@@ -57,9 +57,9 @@ TEST_F(EndToEnd, RunWritesEveryOutputOfEveryVariant) {
     EXPECT_FALSE(fs::exists(out(std::string(variant) + "/metrics.jsonl.partial")));
     auto lines = read_jsonl(out(std::string(variant) + "/metrics.jsonl"));
     ASSERT_EQ(lines.size(), 10u);  // 100 steps, a line every 10
-    for (const char* key :
-         {"step", "epoch", "loss", "learning_rate", "grad_norm", "examples_per_second", "elapsed_s",
-          "compute_s", "comm_s", "optimizer_s", "comm_dense_bytes", "comm_sparse_bytes"}) {
+    for (const char* key : {"step", "epoch", "loss", "learning_rate", "grad_norm",
+                            "examples_per_second", "elapsed_s", "data_s", "compute_s", "comm_s",
+                            "optimizer_s", "comm_dense_bytes", "comm_sparse_bytes"}) {
       EXPECT_TRUE(lines.back().contains(key)) << key;
     }
     EXPECT_EQ(lines.back()["step"], 100);

@@ -25,6 +25,7 @@ using testing::data_path;
 using testing::read_file;
 using testing::run_bertlab;
 using testing::TempDir;
+using testing::without_timings;
 
 const InstanceShape kShape{128, 20, 30522};
 
@@ -156,20 +157,6 @@ TEST(PretrainStreaming, GradcheckStrategiesAndAccumulationOnTheStream) {
   EXPECT_NE(result.err.find("streaming training instances"), std::string::npos) << result.err;
   EXPECT_NE(result.out.find("| mirrored-2-accumulate-2 | match |"), std::string::npos)
       << result.out;
-}
-
-std::string without_timings(const fs::path& metrics) {
-  std::string out;
-  std::istringstream in(read_file(metrics));
-  for (std::string line; std::getline(in, line);) {
-    auto j = nlohmann::json::parse(line);
-    for (const char* key :
-         {"examples_per_second", "elapsed_s", "compute_s", "comm_s", "optimizer_s"}) {
-      j.erase(key);
-    }
-    out += j.dump() + "\n";
-  }
-  return out;
 }
 
 TEST(PretrainStreaming, ThreeStepsThenResumeEqualSixStraight) {

@@ -106,7 +106,7 @@ std::string without_timings(const std::filesystem::path& path) {
   std::string out;
   for (auto j : read_jsonl(path)) {
     for (const char* timing :
-         {"examples_per_second", "elapsed_s", "compute_s", "comm_s", "optimizer_s"}) {
+         {"examples_per_second", "elapsed_s", "data_s", "compute_s", "comm_s", "optimizer_s"}) {
       j.erase(timing);
     }
     out += j.dump() + "\n";

@@ -37,8 +37,8 @@ class GradientSet {
  public:
   GradientSet() = default;
   /// Collects `module`'s parameter gradients in named_parameters() order. A sparse COO grad
-  /// becomes a sparse entry (uncoalesced, as autograd left it); a parameter without a grad gets
-  /// a dense zero gradient. Tensors are shared with the module's .grad(), not copied.
+  /// becomes a sparse entry (uncoalesced, as autograd left it); a parameter without a grad
+  /// (unused by the loss) gets no entry. Tensors are shared with the module's .grad(), not copied.
   static GradientSet from_module(const torch::nn::Module& module);
 
   std::vector<GradientEntry>& entries() { return entries_; }

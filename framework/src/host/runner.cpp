@@ -246,7 +246,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   }
   // Per-step sums over the logging window: time by phase, this rank's collective payload.
   struct Window {
-    double compute_s = 0, comm_s = 0, optimizer_s = 0;
+    double data_s = 0, compute_s = 0, comm_s = 0, optimizer_s = 0;
     int64_t dense_bytes = 0, sparse_bytes = 0;
   } window;
   auto window_start = Clock::now();
@@ -255,7 +255,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   for (int64_t step = first_step; step < loop.stop_after; ++step) {
     // Micro-batch m of the step is examples [m*B, (m+1)*B) of the step's k*B; replica r takes
     // [r*B/N, (r+1)*B/N) of it.
-    const auto t0 = Clock::now();
+    const auto t_data = Clock::now();
     std::vector<Batch> micro_batches;
     if (stream) {
       for (int64_t m = 0; m < loop.accumulation; ++m)
@@ -268,6 +268,8 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
             loop.task->make_train_batch(std::vector<int64_t>(begin, begin + shard), loop.device));
       }
     }
+    const auto t0 = Clock::now();
+    window.data_s += std::chrono::duration<double>(t0 - t_data).count();
     const double weight_scale = token_weight_scale(loop, micro_batches, comm, world);
     model.zero_grad(/*set_to_none=*/true);
     // Backward once per micro-batch: the gradients add up to the k-times larger batch's.
@@ -334,6 +336,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
           static_cast<double>(window_steps * loop.batch_size) / std::max(window_s, 1e-9);
       line["elapsed_s"] = seconds_since(loop.start);
       const double n = static_cast<double>(window_steps);
+      line["data_s"] = window.data_s / n;
       line["compute_s"] = window.compute_s / n;
       line["comm_s"] = window.comm_s / n;
       line["optimizer_s"] = window.optimizer_s / n;

@@ -24,32 +24,53 @@ SparseUpdate parse_sparse_update(const std::string& name) {
       "[optimizer] sparse_update must be one of dense|scatter_duplicates, got \"{}\"", name));
 }
 
-// The coefficients of one update, in the precision of the fused kernel.
+// The coefficients of one update, in the precision of the fused kernel. weight_decay is 0 for
+// an excluded parameter (w + 0·w adds exactly nothing); grad_scale is the clipping factor.
 struct Coefficients {
-  float beta_1, one_minus_beta_1, beta_2, one_minus_beta_2, epsilon, weight_decay, lr;
+  float beta_1, one_minus_beta_1, beta_2, one_minus_beta_2, epsilon, weight_decay, lr, grad_scale;
 };
+
+// The kernels below are compiled twice on x86-64 with GCC, for AVX2 and for the baseline, and
+// the loader picks the one the CPU runs (the baseline's 128-bit vectors halve the throughput).
+// Without FMA in either, both round exactly as the scalar code does.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define BERTLAB_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define BERTLAB_SIMD_CLONES
+#endif
 
 // Google's update of one element. `g_sq` is what enters v: g * g, or for scatter_duplicates the
 // sum of the squares of the duplicates.
-template <bool kDecay>
 inline void adam_element(float& w, float& m, float& v, float g, float g_sq, const Coefficients& c) {
   const float mi = c.beta_1 * m + c.one_minus_beta_1 * g;
   const float vi = c.beta_2 * v + c.one_minus_beta_2 * g_sq;
-  float update = mi / (std::sqrt(vi) + c.epsilon);
-  if (kDecay) update += c.weight_decay * w;
+  const float update = mi / (std::sqrt(vi) + c.epsilon) + c.weight_decay * w;
   w -= c.lr * update;
   m = mi;
   v = vi;
 }
 
-// One pass over a contiguous float32 parameter on the CPU: reads w, g, m, v once and writes
-// w, m, v once, where the equivalent tensor ops make about ten passes and allocate temporaries
-// the size of the parameter.
-template <bool kDecay>
+// One pass over n contiguous elements: reads w, g, m, v once and writes w, m, v once, where the
+// equivalent tensor ops make about ten passes and allocate temporaries the size of the
+// parameter. g == nullptr: a zero gradient; g_sq == nullptr: g·g (after grad_scale) enters v.
+BERTLAB_SIMD_CLONES void adam_span(float* __restrict w, const float* __restrict g,
+                                   const float* __restrict g_sq, float* __restrict m,
+                                   float* __restrict v, int64_t n, const Coefficients c) {
+  if (g == nullptr) {
+    for (int64_t i = 0; i < n; ++i) adam_element(w[i], m[i], v[i], 0.F, 0.F, c);
+  } else if (g_sq == nullptr) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float gi = g[i] * c.grad_scale;
+      adam_element(w[i], m[i], v[i], gi, gi * gi, c);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) adam_element(w[i], m[i], v[i], g[i], g_sq[i], c);
+  }
+}
+
 void fused_dense(float* w, const float* g, float* m, float* v, int64_t n, const Coefficients& c) {
   at::parallel_for(0, n, kGrainSize, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      adam_element<kDecay>(w[i], m[i], v[i], g[i], g[i] * g[i], c);
+    adam_span(w + begin, g + begin, nullptr, m + begin, v + begin, end - begin, c);
   });
 }
 
@@ -62,7 +83,6 @@ struct RowGradient {
   at::Tensor sum_sq;  // [nnz, width] float, or undefined
 };
 
-template <bool kDecay>
 void fused_rows(float* w, float* m, float* v, int64_t num_rows, int64_t width,
                 const RowGradient& grad, const Coefficients& c) {
   std::vector<int64_t> position(static_cast<size_t>(num_rows), -1);  // [row] -> k, or -1
@@ -73,23 +93,11 @@ void fused_rows(float* w, float* m, float* v, int64_t num_rows, int64_t width,
   const int64_t grain = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(width, 1));
   at::parallel_for(0, num_rows, grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      float* wr = w + r * width;
-      float* mr = m + r * width;
-      float* vr = v + r * width;
       const int64_t k = position[static_cast<size_t>(r)];
-      if (k < 0) {
-        for (int64_t j = 0; j < width; ++j) adam_element<kDecay>(wr[j], mr[j], vr[j], 0.f, 0.f, c);
-      } else if (sum_sq == nullptr) {
-        const float* g = sum + k * width;
-        for (int64_t j = 0; j < width; ++j) {
-          adam_element<kDecay>(wr[j], mr[j], vr[j], g[j], g[j] * g[j], c);
-        }
-      } else {
-        const float* g = sum + k * width;
-        const float* g2 = sum_sq + k * width;
-        for (int64_t j = 0; j < width; ++j)
-          adam_element<kDecay>(wr[j], mr[j], vr[j], g[j], g2[j], c);
-      }
+      const int64_t at = r * width;
+      adam_span(w + at, k < 0 ? nullptr : sum + k * width,
+                k < 0 || sum_sq == nullptr ? nullptr : sum_sq + k * width, m + at, v + at, width,
+                c);
     }
   });
 }
@@ -100,14 +108,16 @@ bool fusable(const at::Tensor& t) {
 }
 
 // The update's scalars in float, for the fused CPU kernels.
-Coefficients make_coefficients(const AdamWeightDecayOptions& o, bool decay, double lr) {
+Coefficients make_coefficients(const AdamWeightDecayOptions& o, bool decay, double lr,
+                               double grad_scale = 1.0) {
   return Coefficients{static_cast<float>(o.adam.beta_1),
                       static_cast<float>(1.0 - o.adam.beta_1),
                       static_cast<float>(o.adam.beta_2),
                       static_cast<float>(1.0 - o.adam.beta_2),
                       static_cast<float>(o.adam.epsilon),
                       static_cast<float>(decay ? o.adam.weight_decay_rate : 0.0),
-                      static_cast<float>(lr)};
+                      static_cast<float>(lr),
+                      static_cast<float>(grad_scale)};
 }
 
 // Sums duplicate rows: unique rows with the sum of their values.
@@ -213,12 +223,16 @@ StepStats AdamWeightDecay::step(GradientSet& grads, int64_t step) {
   BERTLAB_CHECK(schedule_.num_train_steps() > 0, "adam_weight_decay: step() before init()");
   StepStats stats;
   stats.learning_rate = learning_rate(step);
-  // Google clips in create_optimizer, before apply_gradients.
-  stats.grad_norm = options_.clip.apply(grads);
+  // Google clips in create_optimizer, before apply_gradients: clip_by_global_norm multiplies by
+  // clip_norm / norm above the threshold. The fused CPU kernel applies that factor as it reads
+  // each gradient (saving a pass over all of them); other gradients are scaled first.
+  stats.grad_norm = grads.global_norm(options_.clip.mode);
+  const double clip = options_.clip.clip_norm;
+  const double factor = clip > 0 && stats.grad_norm > clip ? clip / stats.grad_norm : 1.0;
 
   c10::NoGradGuard no_grad;
   // A parameter without an entry is left alone, as apply_gradients skips a None gradient.
-  for (const auto& entry : grads.entries()) {
+  for (auto& entry : grads.entries()) {
     auto it = index_.find(entry.name);
     BERTLAB_CHECK(it != index_.end(),
                   "adam_weight_decay: gradient for {}, which is not a parameter passed to init()",
@@ -227,26 +241,28 @@ StepStats AdamWeightDecay::step(GradientSet& grads, int64_t step) {
     BERTLAB_CHECK(slot.param.sizes().vec() == entry.shape,
                   "adam_weight_decay: gradient of {} has the wrong shape", entry.name);
     if (entry.is_sparse()) {
+      if (factor != 1.0) entry.values.mul_(factor);
       update_sparse(slot, entry, stats.learning_rate);
     } else {
-      update_dense(slot, entry.dense, stats.learning_rate);
+      update_dense(slot, entry.dense, stats.learning_rate, factor);
     }
   }
   return stats;
 }
 
-void AdamWeightDecay::update_dense(Slot& slot, const at::Tensor& grad, double lr) const {
+void AdamWeightDecay::update_dense(Slot& slot, at::Tensor grad, double lr,
+                                   double grad_scale) const {
   const auto& o = options_;
   if (fusable(slot.param) && fusable(slot.m) && fusable(slot.v) && grad.device().is_cpu() &&
       grad.scalar_type() == at::kFloat) {
     const at::Tensor g = grad.contiguous();
-    const Coefficients c = make_coefficients(o, slot.decay, lr);
-    auto run = slot.decay ? fused_dense<true> : fused_dense<false>;
-    run(slot.param.data_ptr<float>(), g.data_ptr<float>(), slot.m.data_ptr<float>(),
-        slot.v.data_ptr<float>(), slot.param.numel(), c);
+    const Coefficients c = make_coefficients(o, slot.decay, lr, grad_scale);
+    fused_dense(slot.param.data_ptr<float>(), g.data_ptr<float>(), slot.m.data_ptr<float>(),
+                slot.v.data_ptr<float>(), slot.param.numel(), c);
     return;
   }
   // Any other device or dtype: the same arithmetic as tensor ops.
+  if (grad_scale != 1.0) grad.mul_(grad_scale);
   slot.m.mul_(o.adam.beta_1).add_(grad, 1.0 - o.adam.beta_1);
   slot.v.mul_(o.adam.beta_2).addcmul_(grad, grad, 1.0 - o.adam.beta_2);
   apply_moments(slot, lr);
@@ -281,9 +297,8 @@ void AdamWeightDecay::update_sparse(Slot& slot, const GradientEntry& grad, doubl
                   grad.name, num_rows);
     const int64_t width = num_rows == 0 ? 0 : slot.param.numel() / num_rows;
     const Coefficients c = make_coefficients(o, slot.decay, lr);
-    auto run = slot.decay ? fused_rows<true> : fused_rows<false>;
-    run(slot.param.data_ptr<float>(), slot.m.data_ptr<float>(), slot.v.data_ptr<float>(), num_rows,
-        width, rows, c);
+    fused_rows(slot.param.data_ptr<float>(), slot.m.data_ptr<float>(), slot.v.data_ptr<float>(),
+               num_rows, width, rows, c);
     return;
   }
   if (!scatter) {

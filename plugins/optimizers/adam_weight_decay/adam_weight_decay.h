@@ -67,7 +67,8 @@ class AdamWeightDecay : public Optimizer {
     bool decay = false;
   };
 
-  void update_dense(Slot& slot, const at::Tensor& grad, double lr) const;
+  // `grad_scale`: the clipping factor, applied as the gradient is read.
+  void update_dense(Slot& slot, at::Tensor grad, double lr, double grad_scale = 1.0) const;
   void update_sparse(Slot& slot, const GradientEntry& grad, double lr) const;
   // param -= lr * (m / (sqrt(v) + epsilon) + decay * param), with tensor ops.
   void apply_moments(Slot& slot, double lr) const;

@@ -1,0 +1,181 @@
+#!/usr/bin/python3
+"""The training step of `bertlab bench step`, written in plain PyTorch eager.
+
+BERT (Google's architecture: separate Q/K/V projections, erf GELU, post-LayerNorm, dropout 0.1)
+with the SQuAD span head on random token ids, Google's AdamWeightDecay written as PyTorch ops,
+gradients clipped to global norm 1.0. Prints one JSON line with the keys bertlab prints.
+Run with Debian's python3-torch (the same libtorch 1.13 build bertlab links):
+
+    /usr/bin/python3 bench/python_reference.py --hidden_size 128 --num_hidden_layers 2 \\
+        --num_attention_heads 2 --intermediate_size 512 --batch 8 --seq 128 --threads 1
+"""
+
+import argparse
+import json
+import math
+import resource
+import statistics
+import time
+
+import torch
+from torch import nn
+
+
+class Layer(nn.Module):
+    def __init__(self, h, heads, inter, p):
+        super().__init__()
+        self.heads = heads
+        self.query = nn.Linear(h, h)
+        self.key = nn.Linear(h, h)
+        self.value = nn.Linear(h, h)
+        self.attn_out = nn.Linear(h, h)
+        self.attn_norm = nn.LayerNorm(h, eps=1e-12)
+        self.inter = nn.Linear(h, inter)
+        self.out = nn.Linear(inter, h)
+        self.out_norm = nn.LayerNorm(h, eps=1e-12)
+        self.drop = nn.Dropout(p)
+
+    def split(self, x):
+        b, s, h = x.shape
+        return x.view(b, s, self.heads, h // self.heads).transpose(1, 2)
+
+    def forward(self, x, mask_bias):
+        b, s, h = x.shape
+        q, k, v = self.split(self.query(x)), self.split(self.key(x)), self.split(self.value(x))
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(h // self.heads) + mask_bias
+        probs = self.drop(torch.softmax(scores, dim=-1))
+        context = torch.matmul(probs, v).transpose(1, 2).reshape(b, s, h)
+        x = self.attn_norm(x + self.drop(self.attn_out(context)))
+        y = self.out(nn.functional.gelu(self.inter(x)))
+        return self.out_norm(x + self.drop(y))
+
+
+class BertForSquad(nn.Module):
+    def __init__(self, a):
+        super().__init__()
+        h = a.hidden_size
+        self.word = nn.Embedding(a.vocab_size, h)
+        self.position = nn.Embedding(max(512, a.seq), h)
+        self.token_type = nn.Embedding(2, h)
+        self.emb_norm = nn.LayerNorm(h, eps=1e-12)
+        self.drop = nn.Dropout(0.1)
+        self.layers = nn.ModuleList(
+            Layer(h, a.num_attention_heads, a.intermediate_size, 0.1)
+            for _ in range(a.num_hidden_layers))
+        self.pooler = nn.Linear(h, h)
+        self.span = nn.Linear(h, 2)
+        for m in self.modules():
+            if isinstance(m, (nn.Linear, nn.Embedding)):
+                nn.init.trunc_normal_(m.weight, std=0.02, a=-0.04, b=0.04)
+            if isinstance(m, nn.Linear):
+                nn.init.zeros_(m.bias)
+
+    def forward(self, ids, mask, segments, start, end):
+        s = ids.shape[1]
+        positions = torch.arange(s).unsqueeze(0)
+        x = self.word(ids) + self.position(positions) + self.token_type(segments)
+        x = self.drop(self.emb_norm(x))
+        mask_bias = (1.0 - mask[:, None, None, :].float()) * -10000.0
+        for layer in self.layers:
+            x = layer(x, mask_bias)
+        torch.tanh(self.pooler(x[:, 0]))  # BertModel's pooled output, as bertlab computes it
+        logits = self.span(x)
+        start_logits, end_logits = logits[..., 0], logits[..., 1]
+        ce = nn.functional.cross_entropy
+        return (ce(start_logits, start) + ce(end_logits, end)) / 2
+
+
+class AdamWeightDecay:
+    """Google's optimization.py: Adam without bias correction, decoupled weight decay, written
+    with PyTorch's multi-tensor (_foreach) kernels as torch.optim's foreach implementations."""
+
+    def __init__(self, named, wd=0.01, b1=0.9, b2=0.999, eps=1e-6):
+        named = list(named)
+        self.params = [p for _, p in named]
+        self.m = [torch.zeros_like(p) for p in self.params]
+        self.v = [torch.zeros_like(p) for p in self.params]
+        self.decay = [not any(x in n for x in ("norm", "bias")) for n, _ in named]
+        self.wd, self.b1, self.b2, self.eps = wd, b1, b2, eps
+
+    @torch.no_grad()
+    def step(self, lr):
+        # A parameter without a gradient (the pooler, unused by the span head) is skipped, as
+        # TensorFlow's apply_gradients and torch.optim skip it.
+        live = [i for i, p in enumerate(self.params) if p.grad is not None]
+        params = [self.params[i] for i in live]
+        grads = [self.params[i].grad for i in live]
+        m = [self.m[i] for i in live]
+        v = [self.v[i] for i in live]
+        torch._foreach_mul_(m, self.b1)
+        torch._foreach_add_(m, grads, alpha=1 - self.b1)
+        torch._foreach_mul_(v, self.b2)
+        torch._foreach_addcmul_(v, grads, grads, value=1 - self.b2)
+        denom = torch._foreach_sqrt(v)
+        torch._foreach_add_(denom, self.eps)
+        updates = torch._foreach_div(m, denom)
+        decayed = [k for k, i in enumerate(live) if self.decay[i]]
+        torch._foreach_add_([updates[k] for k in decayed], [params[k] for k in decayed],
+                            alpha=self.wd)
+        torch._foreach_add_(params, updates, alpha=-lr)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hidden_size", type=int, default=768)
+    ap.add_argument("--num_hidden_layers", type=int, default=12)
+    ap.add_argument("--num_attention_heads", type=int, default=12)
+    ap.add_argument("--intermediate_size", type=int, default=3072)
+    ap.add_argument("--vocab_size", type=int, default=30522)
+    ap.add_argument("--batch", type=int, default=8)
+    ap.add_argument("--seq", type=int, default=128)
+    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(12345)
+    model = BertForSquad(a)
+    model.train()
+    opt = AdamWeightDecay(model.named_parameters())
+    g = torch.Generator().manual_seed(1000)
+    ids = torch.randint(a.vocab_size, (a.batch, a.seq), generator=g)
+    mask = torch.ones(a.batch, a.seq, dtype=torch.long)
+    segments = torch.zeros(a.batch, a.seq, dtype=torch.long)
+    segments[:, a.seq // 2:] = 1
+    start = torch.randint(a.seq, (a.batch,), generator=g)
+    end = torch.randint(a.seq, (a.batch,), generator=g)
+    steps, fwd, bwd, optim = [], [], [], []
+    for step in range(a.steps + 1):  # step 0 warms up
+        t0 = time.perf_counter()
+        model.zero_grad(set_to_none=True)
+        loss = model(ids, mask, segments, start, end)
+        t1 = time.perf_counter()
+        loss.backward()
+        t2 = time.perf_counter()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step(5e-5 * (1 - step / (a.steps + 1)))
+        t3 = time.perf_counter()
+        if step > 0:
+            steps.append(t3 - t0)
+            fwd.append(t1 - t0)
+            bwd.append(t2 - t1)
+            optim.append(t3 - t2)
+    h, i, s, L = a.hidden_size, a.intermediate_size, a.seq, a.num_hidden_layers
+    flops = 3.0 * (2.0 * (4 * h * h + 2 * h * i) + 4.0 * s * h) * L * a.batch * s
+    step_s = statistics.median(steps)
+    total = sum(steps)
+    print(json.dumps({
+        "impl": "pytorch",
+        "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": a.num_attention_heads,
+        "intermediate_size": i, "vocab_size": a.vocab_size, "batch": a.batch, "seq": s,
+        "threads": a.threads, "strategy": "single", "replicas": 1, "sparse_embeddings": False,
+        "steps": a.steps, "step_s": step_s, "tokens_per_second": a.batch * s / step_s,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
+        "forward_share": sum(fwd) / total, "backward_share": sum(bwd) / total,
+        "comm_share": 0.0, "optimizer_share": sum(optim) / total,
+        "encoder_gflop_per_step": flops / 1e9, "achieved_gflops": flops / step_s / 1e9,
+        "torch": torch.__version__,
+    }))
+
+
+if __name__ == "__main__":
+    main()

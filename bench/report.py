@@ -1,0 +1,175 @@
+#!/usr/bin/python3
+"""Turns bench/run.sh's raw JSON lines (bench/out/) into bench/results.md."""
+
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def one(out, name):
+    path = os.path.join(out, name)
+    return load(path)[0] if os.path.exists(path) else None
+
+
+def main():
+    out = sys.argv[1]
+    here = os.path.dirname(os.path.abspath(__file__))
+    quoted = json.load(open(os.path.join(here, "reference.json"), encoding="utf-8"))
+    gemm = {g["threads"]: g["gflops"] for g in load(os.path.join(out, "gemm.jsonl"))}
+
+    # Median step time of each configuration over the repetitions.
+    groups = {}
+    for row in load(os.path.join(out, "steps.jsonl")):
+        r = row["result"]
+        key = (row["config"], r["impl"], r["threads"], r["strategy"], r["replicas"],
+               r["sparse_embeddings"])
+        groups.setdefault(key, []).append(r)
+    configs = []
+    for key, runs in groups.items():
+        runs.sort(key=lambda r: r["step_s"])
+        mid = runs[len(runs) // 2]
+        configs.append((key, mid, len(runs)))
+
+    def label(key):
+        _, impl, threads, strategy, replicas, sparse = key
+        if impl == "pytorch":
+            return f"PyTorch eager, {threads} thread(s)"
+        s = f"bertlab {strategy}"
+        if replicas > 1:
+            s += f" ×{replicas} replicas"
+        if sparse:
+            s += ", sparse embeddings"
+        return s + f", {threads} thread(s)" + (" each" if replicas > 1 else "")
+
+    lines = []
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo", encoding="utf-8"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    lines.append(f"# bertlab benchmarks ({now})")
+    lines.append("")
+    lines.append(f"Machine: {os.cpu_count()} cores ({cpu}), {platform.platform()}. "
+                 f"Produced by `bench/run.sh`; ratios are taken within this one run.")
+    lines.append("")
+    lines.append("## Targets")
+    lines.append("")
+    lines.append("| what | reference, measured here | bertlab | ratio | target | met |")
+    lines.append("|---|---|---|---:|---|---|")
+
+    def best(config, impl):
+        rows = [(m["step_s"], k, m) for k, m, _ in configs if k[0] == config and k[1] == impl]
+        return min(rows, key=lambda x: x[0]) if rows else None
+
+    for config, title, target in (("tiny", "tiny BERT (h128, L2, A2, I512), batch 8 × 128", 1.5),
+                                  ("base", "BERT-Base (h768, L12, A12, I3072), batch 4 × 128", 1.2)):
+        p, b = best(config, "pytorch"), best(config, "bertlab")
+        if not p or not b:
+            continue
+        ratio = p[0] / b[0]
+        lines.append(
+            f"| {title}: tokens/s at each one's best setting | {p[2]['tokens_per_second']:,.0f} "
+            f"({label(p[1])}) | {b[2]['tokens_per_second']:,.0f} ({label(b[1])}) | "
+            f"{ratio:.2f}× | ≥ {target}× | {'yes' if ratio >= target else 'no'} |")
+        if config == "base":
+            pm, bm = p[2]["peak_rss_mb"], b[2]["peak_rss_mb"]
+            lines.append(f"| BERT-Base peak memory (RSS) | {pm:,.0f} MB | {bm:,.0f} MB | "
+                         f"{bm / pm:.2f}× | ≤ PyTorch's | {'yes' if bm <= pm else 'no'} |")
+            peak = gemm.get(b[2]["threads"])
+            if peak:
+                share = b[2]["achieved_gflops"] / peak
+                lines.append(
+                    f"| BERT-Base achieved FLOP rate | `bench gemm` {peak:.1f} GFLOP/s at "
+                    f"{b[2]['threads']} thread(s) | {b[2]['achieved_gflops']:.1f} GFLOP/s | "
+                    f"{share:.0%} | ≥ 70% | {'yes' if share >= 0.7 else 'no'} |")
+
+    def google(name, key, quoted_key):
+        g = one(out, name)
+        if g:
+            return g[key], "measured"
+        value = quoted.get(quoted_key)
+        return value, "quoted"
+
+    tok = one(out, "tokenize.json")
+    if tok:
+        g, how = google("google_tokenize.json", "mb_per_s", "tokenize_mb_per_s")
+        mbps = tok["mb_per_s_1_thread"]
+        lines.append(
+            f"| WordPiece tokenization, SQuAD dev-v2.0 text ({tok['input_mb']:.2f} MB), 1 thread | "
+            f"Google's tokenization.py {g:.2f} MB/s ({how}) | {mbps:.1f} MB/s "
+            f"({tok['mb_per_s_all_threads']:.1f} MB/s on {tok['threads']} threads) | "
+            f"{mbps / g:.0f}× | ≥ 25 MB/s | {'yes' if mbps >= 25 else 'no'} |")
+    sq = one(out, "squad_features.json")
+    if sq:
+        g, how = google("google_squad_features.json", "features_per_s", "squad_features_per_s")
+        fps = sq["features_per_s"]
+        lines.append(
+            f"| SQuAD features, dev-v2.0 ({sq['features']:,} features, 384/128/64) | Google's "
+            f"run_squad.py {g:,.0f} features/s ({how}) | {fps:,.0f} features/s | {fps / g:.0f}× | "
+            f"≥ 25,000 features/s | {'yes' if fps >= 25000 else 'no'} |")
+    cd = one(out, "create_data.json")
+    if cd:
+        g, how = google("google_create_data.json", "instances_per_s",
+                        "create_data_instances_per_s")
+        ips = cd["instances_per_s"]
+        if g:
+            lines.append(
+                f"| create-data, bundled sample text ({cd['instances']} instances, dupe 10) | "
+                f"Google's script {g:,.0f} instances/s ({how}) | {ips:,.0f} instances/s | "
+                f"{ips / g:.0f}× | ≥ 20× | {'yes' if ips / g >= 20 else 'no'} |")
+        else:
+            lines.append(f"| create-data, bundled sample text | not measured | {ips:,.0f} "
+                         f"instances/s | – | ≥ 20× | unknown |")
+    bm, bs = one(out, "bytes_mirrored.json"), one(out, "bytes_sparse.json")
+    if bm and bs:
+        table = 30522 * 768 * 4
+        share = bs["comm_sparse_bytes"] / table
+        lines.append(
+            f"| word-embedding bytes per step, 30522 × 768, batch 32 × 128, 2 replicas | mirrored: "
+            f"dense all-reduce of {table / 1e6:.1f} MB (all dense bytes {bm['comm_dense_bytes'] / 1e6:.1f} MB) | "
+            f"sparse_allgather: {bs['comm_sparse_bytes'] / 1e6:.2f} MB | {share:.1%} | ≤ 10% | "
+            f"{'yes' if share <= 0.10 else 'no'} |")
+    for mode, name in (("false", "in memory"), ("true", "streaming")):
+        path = os.path.join(out, f"pipeline-{mode}", "pretrain", "single", "metrics.jsonl")
+        if not os.path.exists(path):
+            continue
+        rows = load(path)
+        wait = sum(r["data_s"] for r in rows)
+        step = sum(r["data_s"] + r["compute_s"] + r["comm_s"] + r["optimizer_s"] for r in rows)
+        share = wait / step
+        lines.append(
+            f"| input pipeline, pretrain task {name} (hidden 32, batch 8) | – | waiting "
+            f"{wait / len(rows) * 1e3:.2f} ms per step | {share:.2%} of the step | ≤ 2% | "
+            f"{'yes' if share <= 0.02 else 'no'} |")
+
+    lines.append("")
+    lines.append("## Training steps (median over the repetitions)")
+    lines.append("")
+    lines.append("| model | implementation | step s | tokens/s | peak RSS MB | forward | backward "
+                 "| communication | optimizer | GFLOP/s | runs |")
+    lines.append("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for key, m, n in sorted(configs, key=lambda c: (c[0][0] != "tiny", c[1]["step_s"])):
+        lines.append(
+            f"| {key[0]} | {label(key)} | {m['step_s']:.4f} | {m['tokens_per_second']:,.0f} | "
+            f"{m['peak_rss_mb']:,.0f} | {m['forward_share']:.0%} | {m['backward_share']:.0%} | "
+            f"{m['comm_share']:.0%} | {m['optimizer_share']:.0%} | {m['achieved_gflops']:.1f} | {n} |")
+    lines.append("")
+    lines.append("`bench gemm` (1024², float32): " + ", ".join(
+        f"{g:.1f} GFLOP/s at {t} thread(s)" for t, g in sorted(gemm.items())))
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

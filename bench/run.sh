@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# Runs bertlab's benchmarks side by side with the Python implementations on this machine and
+# writes bench/results.md (raw JSON lines in bench/out/). Figures are ratios taken in this run.
+#
+#   bench/run.sh                 everything (about 10 minutes on 2 cores)
+#   REPEATS=5 bench/run.sh       more repetitions of each step configuration (median kept)
+#   GOOGLE_BERT=DIR bench/run.sh Google's tokenization.py / run_squad.py /
+#                                create_pretraining_data.py (with its TensorFlow stub) in DIR;
+#                                default ../shared/reference/google-bert; without it the
+#                                figures quoted in bench/reference.json are used
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+bash scripts/build.sh > /dev/null
+bin="${BUILD_DIR:-build}/bin/bertlab"
+py=/usr/bin/python3  # Debian's, with python3-torch (the libtorch bertlab links)
+out=bench/out
+rm -rf "$out" && mkdir -p "$out"
+repeats=${REPEATS:-3}
+google=${GOOGLE_BERT:-"$root/../shared/reference/google-bert"}
+vocab=tests/data/vocab/bert-base-uncased/vocab.txt
+
+log() { echo "[bench] $*" >&2; }
+
+tiny="--hidden_size 128 --num_hidden_layers 2 --num_attention_heads 2 --intermediate_size 512 --batch 8 --seq 128 --steps 20"
+base="--hidden_size 768 --num_hidden_layers 12 --num_attention_heads 12 --intermediate_size 3072 --batch 4 --seq 128 --steps 3"
+
+# One step configuration: "NAME|IMPL|ARGS|THREADS"; each line it prints is tagged with NAME.
+step() {
+  local name=$1 impl=$2 args=$3 threads=$4
+  local line
+  if [[ $impl == pytorch ]]; then
+    line=$(OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads "$py" bench/python_reference.py $args --threads "$threads")
+  else
+    line=$("$bin" bench step $args --threads "$threads" 2> /dev/null)
+  fi
+  echo "{\"config\": \"$name\", \"result\": $line}" >> "$out/steps.jsonl"
+}
+
+log "gemm peak"
+for t in 1 2; do "$bin" bench gemm --threads $t --size 1024 >> "$out/gemm.jsonl" 2> /dev/null; done
+
+for r in $(seq "$repeats"); do
+  log "tiny BERT steps, round $r of $repeats"
+  for t in 1 2; do
+    step "tiny" pytorch "$tiny" $t
+    step "tiny" bertlab "$tiny" $t
+    step "tiny" bertlab "$tiny --sparse_embeddings" $t
+  done
+  step "tiny" bertlab "$tiny --strategy mirrored --replicas 2" 1
+  step "tiny" bertlab "$tiny --strategy sparse_allgather --replicas 2 --sparse_embeddings" 1
+done
+for r in $(seq $(( (repeats + 1) / 2 ))); do
+  log "BERT-Base steps, round $r"
+  for t in 1 2; do
+    step "base" pytorch "$base" $t
+    step "base" bertlab "$base" $t
+  done
+  step "base" bertlab "$base --sparse_embeddings" 1
+done
+
+log "word-embedding bytes: mirrored vs sparse_allgather (vocab 30522 x 768, batch 32 x 128, 2 replicas)"
+bytes="--hidden_size 768 --num_hidden_layers 1 --num_attention_heads 12 --intermediate_size 3072 --batch 32 --seq 128 --steps 1"
+"$bin" bench step $bytes --strategy mirrored --replicas 2 > "$out/bytes_mirrored.json" 2> /dev/null
+"$bin" bench step $bytes --strategy sparse_allgather --replicas 2 --sparse_embeddings \
+  > "$out/bytes_sparse.json" 2> /dev/null
+
+log "tokenization, SQuAD features, create-data"
+"$py" - "$out" << 'PY'
+import json, sys, zipfile
+out = sys.argv[1]
+z = zipfile.ZipFile("tests/data/squad/dev-v2.0.json.zip")
+name = next(n for n in z.namelist() if n.endswith(".json"))
+raw = z.read(name)
+open(f"{out}/dev-v2.0.json", "wb").write(raw)
+lines = []
+for article in json.loads(raw)["data"]:
+    for p in article["paragraphs"]:
+        lines.append(p["context"])
+        lines.extend(q["question"] for q in p["qas"])
+open(f"{out}/dev-v2.0.txt", "w", encoding="utf-8").write("\n".join(lines))
+PY
+"$bin" bench tokenize --vocab "$vocab" --input "$out/dev-v2.0.txt" > "$out/tokenize.json" 2> /dev/null
+"$bin" bench squad-features --vocab_file "$vocab" --input tests/data/squad/dev-v2.0.json.zip \
+  > "$out/squad_features.json" 2> /dev/null
+"$bin" bench create-data --input_file experiments/data/pretrain/sample_text.txt \
+  --vocab_file "$vocab" > "$out/create_data.json" 2> /dev/null
+if [[ -f "$google/tokenization.py" ]]; then
+  log "Google's code from $google"
+  "$py" bench/google_reference.py --reference "$google" tokenize --vocab "$vocab" \
+    --input "$out/dev-v2.0.txt" > "$out/google_tokenize.json"
+  "$py" bench/google_reference.py --reference "$google" squad-features --vocab "$vocab" \
+    --input "$out/dev-v2.0.json" > "$out/google_squad_features.json"
+  "$py" bench/google_reference.py --reference "$google" create-data --vocab "$vocab" \
+    --input experiments/data/pretrain/sample_text.txt > "$out/google_create_data.json"
+else
+  log "no Google BERT code at $google: quoting bench/reference.json"
+fi
+
+log "input pipeline: time waiting for batches in metrics.jsonl"
+for mode in false true; do
+  "$bin" run tests/data/experiments/pretrain.toml --variant single --set train.num_train_steps=40 \
+    --set train.log_every_steps=10 --set task.streaming=$mode --set train.do_eval=false \
+    --output-dir "$out/pipeline-$mode" > /dev/null 2>&1
+done
+
+"$py" bench/report.py "$out" > bench/results.md
+log "wrote bench/results.md"
+cat bench/results.md

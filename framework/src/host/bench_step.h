@@ -1,0 +1,59 @@
+#pragma once
+// `bertlab bench step`: one training step of BERT with the SQuAD span head on random token ids
+// (AdamWeightDecay, clipping at 1.0), timed by phase; and `bertlab bench gemm`, the machine's
+// matrix-product rate, to put the step's FLOP rate in proportion.
+
+#include <cstdint>
+#include <string>
+
+namespace bertlab {
+
+class PluginHost;
+
+struct StepBenchOptions {
+  int64_t hidden_size = 768;
+  int64_t num_hidden_layers = 12;
+  int64_t num_attention_heads = 12;
+  int64_t intermediate_size = 3072;
+  int64_t vocab_size = 30522;
+  int64_t batch = 8;  ///< the global batch, split over the replicas
+  int64_t seq = 128;
+  int steps = 5;    ///< timed steps, after one warm-up step
+  int threads = 1;  ///< libtorch intra-op and OpenBLAS threads (per process)
+  std::string strategy = "single";
+  int replicas = 1;  ///< thread ranks
+  bool sparse_embeddings = false;
+  std::string task = "squad";
+  std::string optimizer = "adam_weight_decay";
+};
+
+/// Prints one JSON line: step_s (median), tokens_per_second, peak_rss_mb, the phases' shares
+/// (forward, backward, communication, optimizer), the model's FLOPs per step and their rate.
+int bench_step(const PluginHost& host, const StepBenchOptions& options);
+
+struct GemmBenchOptions {
+  int64_t size = 1024;  ///< square float32 matrices
+  int threads = 1;
+  int iterations = 10;  ///< timed products, after one warm-up
+};
+
+/// Prints one JSON line: gflops (median over the products) at the thread count.
+int bench_gemm(const GemmBenchOptions& options);
+
+}  // namespace bertlab
+
+namespace bertlab {
+
+struct TokenizeBenchOptions {
+  std::string vocab_file;
+  std::string input;  ///< a text file, tokenized line by line
+  bool do_lower_case = true;
+  int threads = 0;  ///< the parallel run's threads; 0: one per core
+  int repeats = 3;  ///< best of
+};
+
+/// Prints one JSON line: MB/s and tokens/s of FullTokenizer on one thread and on `threads`
+/// threads (lines split among them), best of `repeats`.
+int bench_tokenize(const TokenizeBenchOptions& options);
+
+}  // namespace bertlab
