@@ -382,3 +382,16 @@ TEST(TokenizeCommand, IdsNeedTheUnknownTokenInTheVocab) {
 
 }  // namespace
 }  // namespace bertlab
+
+namespace bertlab {
+namespace {
+
+TEST(Vocab, KnowsWhetherATokenIsOnTwoLines) {
+  EXPECT_FALSE(Vocab::from_tokens({"[PAD]", "a", "b"}).has_duplicates());
+  const Vocab twice = Vocab::from_tokens({"[PAD]", "a", "b", "a"});
+  EXPECT_TRUE(twice.has_duplicates());
+  EXPECT_EQ(twice.find("a"), 3);  // the later line wins, as Google's load_vocab
+}
+
+}  // namespace
+}  // namespace bertlab

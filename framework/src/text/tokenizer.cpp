@@ -373,6 +373,7 @@ void Vocab::build_index() {
   while (capacity < 2 * tokens_.size()) capacity *= 2;
   slots_.assign(capacity, Slot{});
   const size_t mask = capacity - 1;
+  distinct_ = 0;
   for (size_t i = 0; i < tokens_.size(); ++i) {
     const std::string& token = tokens_[i];
     const uint64_t hash = hash_token(token);
@@ -382,6 +383,7 @@ void Vocab::build_index() {
       at = (at + 1) & mask;
     }
     // A duplicate takes over its earlier line's slot: Google's load_vocab lets the later win.
+    if (slots_[at].id < 0) ++distinct_;
     slots_[at] = Slot{static_cast<uint32_t>(hash), static_cast<int32_t>(i)};
   }
 }

@@ -145,6 +145,12 @@ MaskVocab mask_vocab(const Vocab& vocab) {
   out.cls = special("[CLS]");
   out.sep = special("[SEP]");
   out.mask = special("[MASK]");
+  if (!vocab.has_duplicates()) {
+    // Every line its own token: the words are the ids in order.
+    out.words.resize(static_cast<size_t>(vocab.size()));
+    for (size_t i = 0; i < out.words.size(); ++i) out.words[i] = static_cast<int32_t>(i);
+    return out;
+  }
   std::unordered_set<std::string_view> seen;
   for (const auto& token : vocab.tokens()) {
     if (seen.insert(token).second) out.words.push_back(static_cast<int32_t>(*vocab.find(token)));
@@ -168,33 +174,44 @@ void truncate_seq_pair(std::vector<int32_t>& a, std::vector<int32_t>& b, int64_t
 // create_masked_lm_predictions, in place on instance.tokens.
 void mask_tokens(TrainingInstance& instance, const CreateDataOptions& options, const MaskVocab& mv,
                  PyRandom& rng) {
-  const std::vector<int32_t> original = instance.tokens;
-  std::vector<std::vector<int32_t>> candidates;  // [candidate] token positions
+  // Scratch reused across instances: a candidate is a run of positions in `positions`
+  // (whole-word masking joins a word's ## pieces), [begin[c], begin[c + 1]).
+  thread_local std::vector<int32_t> original, positions, begin, order;
+  thread_local std::vector<uint8_t> covered;
+  thread_local std::vector<std::pair<int32_t, int32_t>> masked;  // (position, original id)
+  original.assign(instance.tokens.begin(), instance.tokens.end());
+  positions.clear();
+  begin.clear();
   for (size_t i = 0; i < original.size(); ++i) {
     const int32_t id = original[i];
     if (id == mv.cls || id == mv.sep) continue;
-    if (options.do_whole_word_mask && !candidates.empty() &&
-        mv.vocab->token_view(id).substr(0, 2) == "##") {
-      candidates.back().push_back(static_cast<int32_t>(i));
-    } else {
-      candidates.push_back({static_cast<int32_t>(i)});
+    if (!(options.do_whole_word_mask && !begin.empty() &&
+          mv.vocab->token_view(id).substr(0, 2) == "##")) {
+      begin.push_back(static_cast<int32_t>(positions.size()));
     }
+    positions.push_back(static_cast<int32_t>(i));
   }
-  rng.shuffle(candidates);
+  const auto num_candidates = begin.size();
+  begin.push_back(static_cast<int32_t>(positions.size()));
+  // Shuffling the candidates' numbers draws exactly what shuffling the candidates does.
+  order.resize(num_candidates);
+  for (size_t c = 0; c < num_candidates; ++c) order[c] = static_cast<int32_t>(c);
+  rng.shuffle(order);
   // Python's round() rounds halves to even, as nearbyint does in the default rounding mode.
   const auto rounded = static_cast<int64_t>(
       std::nearbyint(static_cast<double>(original.size()) * options.masked_lm_prob));
   const int64_t num_to_predict =
       std::min(options.max_predictions_per_seq, std::max<int64_t>(1, rounded));
-  std::vector<std::pair<int32_t, int32_t>> masked;  // (position, original id)
-  std::vector<uint8_t> covered(original.size(), 0);
-  for (const auto& index_set : candidates) {
+  masked.clear();
+  covered.assign(original.size(), 0);
+  for (const int32_t c : order) {
+    const int32_t* first = positions.data() + begin[static_cast<size_t>(c)];
+    const int32_t* last = positions.data() + begin[static_cast<size_t>(c) + 1];
     if (static_cast<int64_t>(masked.size()) >= num_to_predict) break;
-    if (static_cast<int64_t>(masked.size() + index_set.size()) > num_to_predict) continue;
-    const bool any_covered =
-        std::any_of(index_set.begin(), index_set.end(), [&](int32_t p) { return covered[p] != 0; });
-    if (any_covered) continue;
-    for (const int32_t p : index_set) {
+    if (static_cast<int64_t>(masked.size()) + (last - first) > num_to_predict) continue;
+    if (std::any_of(first, last, [&](int32_t p) { return covered[p] != 0; })) continue;
+    for (const int32_t* it = first; it != last; ++it) {
+      const int32_t p = *it;
       covered[p] = 1;
       int32_t replacement = 0;
       if (rng.random() < 0.8) {
@@ -211,6 +228,8 @@ void mask_tokens(TrainingInstance& instance, const CreateDataOptions& options, c
   }
   std::stable_sort(masked.begin(), masked.end(),
                    [](const auto& x, const auto& y) { return x.first < y.first; });
+  instance.masked_lm_positions.reserve(masked.size());
+  instance.masked_lm_labels.reserve(masked.size());
   for (const auto& [position, label] : masked) {
     instance.masked_lm_positions.push_back(position);
     instance.masked_lm_labels.push_back(label);

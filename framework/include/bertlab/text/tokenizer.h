@@ -38,6 +38,8 @@ class Vocab {
   int64_t size() const { return static_cast<int64_t>(tokens_.size()); }
   /// All tokens, indexed by id.
   const std::vector<std::string>& tokens() const { return tokens_; }
+  /// Whether a token is on more than one line (Google's load_vocab keeps the last line's id).
+  bool has_duplicates() const { return distinct_ != tokens_.size(); }
   /// Length in bytes of the longest token, which bounds WordPiece's longest-match search.
   size_t max_token_bytes() const { return max_token_bytes_; }
 
@@ -58,6 +60,7 @@ class Vocab {
   std::string pool_;               // all tokens concatenated
   std::vector<uint32_t> offsets_;  // [id] -> start of the token in pool_; [size()] = end
   size_t max_token_bytes_ = 0;
+  size_t distinct_ = 0;  // distinct tokens
 };
 
 /// Byte offset of the first invalid UTF-8 sequence in `text`, or nullopt when valid.
