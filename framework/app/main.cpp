@@ -79,6 +79,8 @@ ResolvedExperiment load_experiment(const PluginHost& host, const std::string& fi
     throw PluginError(e.what());
   } catch (const DataError& e) {
     throw DataError(e.what());
+  } catch (const Interrupted& e) {
+    throw Interrupted(e.what(), e.signal());
   } catch (const Error& e) {
     throw Error(e.what());
   } catch (const std::exception& e) {
@@ -458,6 +460,9 @@ int main(int argc, char** argv) {
   } catch (const PluginError& e) {
     std::cerr << e.what() << "\n";
     return kExitConfig;
+  } catch (const Interrupted& e) {
+    std::cerr << e.what() << "\n";
+    return 128 + e.signal();
   } catch (const Error& e) {
     std::cerr << "error: " << e.what() << "\n";
     return kExitFailure;

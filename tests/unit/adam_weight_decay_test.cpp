@@ -10,6 +10,7 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <map>
 
 namespace bertlab::adam_weight_decay {
@@ -311,6 +312,24 @@ TEST(AdamWeightDecayOptions, FromConfig) {
   bad = AdamWeightDecayOptions();
   bad.schedule.num_warmup_steps = -2;
   EXPECT_THROW(AdamWeightDecay{bad}, ConfigError);
+}
+
+}  // namespace
+}  // namespace bertlab::adam_weight_decay
+
+namespace bertlab::adam_weight_decay {
+namespace {
+
+TEST(AdamWeightDecay, ANonFiniteGradientUpdatesNothing) {
+  std::vector<NamedTensor> params = {{"layer.dense.weight", tensor2({3.0, 4.0})}};
+  AdamWeightDecay opt(test_options());
+  opt.init(params, OptimizerContext{10});
+  GradientSet set;
+  set.add(dense_entry("layer.dense.weight", {1.0, std::numeric_limits<double>::infinity()}));
+  const StepStats stats = opt.step(set, 5);
+  EXPECT_FALSE(std::isfinite(stats.grad_norm));
+  EXPECT_TRUE(at::equal(params[0].tensor, tensor2({3.0, 4.0})));
+  EXPECT_TRUE(at::equal(opt.slots("layer.dense.weight").first, at::zeros({2})));
 }
 
 }  // namespace

@@ -8,6 +8,8 @@
 #include <bertlab/io/safetensors.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -269,6 +271,88 @@ TEST_F(Resume, WithoutACheckpointTheRunStartsAtStepZero) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("no checkpoint"), std::string::npos) << r.err;
   EXPECT_EQ(testing::read_jsonl(out("metrics.jsonl")).size(), 3u);
+}
+
+}  // namespace
+}  // namespace bertlab
+
+namespace bertlab {
+namespace {
+
+// A learning rate of 1e30 blows the weights up after the second step, and the third step's loss
+// is NaN: by default the run stops naming the step; with on_nonfinite = "skip_step" the updates
+// of such steps are skipped and counted, and the run finishes.
+TEST_F(Resume, ANonFiniteLossStopsTheRunOrIsSkippedAndCounted) {
+  auto stopped = run({"--set", "optimizer.learning_rate=1e30"});
+  EXPECT_EQ(stopped.exit_code, 1) << stopped.err;
+  EXPECT_NE(stopped.err.find("[train] step 3: the loss is nan"), std::string::npos) << stopped.err;
+  EXPECT_NE(stopped.err.find("on_nonfinite"), std::string::npos) << stopped.err;
+
+  auto skipped = run({"--set", "optimizer.learning_rate=1e30", "--set",
+                      "train.on_nonfinite=\"skip_step\"", "--set", "train.log_every_steps=1"});
+  ASSERT_EQ(skipped.exit_code, 0) << skipped.err;
+  EXPECT_NE(skipped.err.find("step 3: the loss is nan; update skipped (1 so far)"),
+            std::string::npos)
+      << skipped.err;
+  const auto lines = testing::read_jsonl(out("metrics.jsonl"));
+  ASSERT_EQ(lines.size(), 6U);
+  EXPECT_EQ(lines[1]["skipped_steps"], 0);
+  EXPECT_TRUE(lines[1]["loss"].is_number());
+  EXPECT_EQ(lines.back()["skipped_steps"], 4);
+  EXPECT_TRUE(lines.back()["loss"].is_null());  // every step of the window was skipped
+  // The skipped updates left the weights as step 2 made them: large, but finite.
+  for (const auto& [name, t] : read_safetensors(out("model.safetensors"))) {
+    EXPECT_TRUE(at::isfinite(t).all().item<bool>()) << name;
+  }
+}
+
+}  // namespace
+}  // namespace bertlab
+
+namespace bertlab {
+namespace {
+
+size_t lines_in(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return 0;
+  const std::string text = read_file(path);
+  return static_cast<size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// SIGTERM (and SIGINT) in the middle of training: the step in flight finishes, a checkpoint is
+// written, the exit code is 128 + signal; --resume then ends where an uninterrupted run ends.
+TEST_F(Resume, ASignalStopsAfterTheStepWithACheckpointAndResumesExactly) {
+  const std::vector<std::string> longer = {"--set", "train.num_train_steps=400", "--set",
+                                           "train.log_every_steps=1"};
+  auto with = [&](std::vector<std::string> args) {
+    std::vector<std::string> all = {"run", resume_experiment().string(), "--output-dir",
+                                    dir_.path().string()};
+    all.insert(all.end(), longer.begin(), longer.end());
+    all.insert(all.end(), args.begin(), args.end());
+    return all;
+  };
+  auto straight = run_bertlab(with({}));
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  const std::string straight_model = read_file(out("model.safetensors"));
+  const std::string straight_metrics = without_timings(out("metrics.jsonl"));
+  fs::remove_all(dir_ / "resume");
+
+  for (const int signal : {SIGTERM, SIGINT}) {
+    SCOPED_TRACE(signal == SIGTERM ? "SIGTERM" : "SIGINT");
+    const fs::path partial = out("metrics.jsonl.partial");
+    auto stopped =
+        testing::run_bertlab_signalled(with({}), signal, [&] { return lines_in(partial) >= 20; });
+    ASSERT_EQ(stopped.exit_code, 128 + signal) << stopped.err;
+    EXPECT_NE(stopped.err.find("stopped after step"), std::string::npos) << stopped.err;
+    EXPECT_NE(stopped.err.find("--resume"), std::string::npos) << stopped.err;
+    EXPECT_FALSE(fs::exists(out("model.safetensors")));
+    auto resumed = run_bertlab(with({"--resume"}));
+    ASSERT_EQ(resumed.exit_code, 0) << resumed.err;
+    EXPECT_NE(resumed.err.find("resuming from"), std::string::npos) << resumed.err;
+    EXPECT_EQ(read_file(out("model.safetensors")), straight_model);
+    EXPECT_EQ(without_timings(out("metrics.jsonl")), straight_metrics);
+    fs::remove_all(dir_ / "resume");
+  }
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 
 namespace bertlab {
@@ -421,6 +422,42 @@ TEST(Optimizers, SparseGradientEqualsItsDenseForm) {
       return params[0].tensor;
     };
     EXPECT_TRUE(at::allclose(run(true), run(false), 1e-6, 1e-7)) << "optimizer " << f;
+  }
+}
+
+}  // namespace
+}  // namespace bertlab
+
+namespace bertlab {
+namespace {
+
+// A NaN in the averaged gradient: every optimizer returns a non-finite norm and leaves the
+// parameters and its state alone, so that the host can stop or skip the step.
+TEST(Optimizers, ANonFiniteGradientUpdatesNothing) {
+  const std::vector<std::function<std::unique_ptr<Optimizer>()>> factories = {
+      [] { return std::make_unique<lamb::Lamb>(lamb::LambOptions()); },
+      [] { return std::make_unique<adamw::AdamW>(adamw::AdamWOptions()); },
+      [] {
+        sgd::SgdOptions o;
+        o.momentum = 0.9;
+        return std::make_unique<sgd::Sgd>(o);
+      }};
+  for (size_t f = 0; f < factories.size(); ++f) {
+    std::vector<NamedTensor> params = make_parameters();
+    const std::vector<NamedTensor> before = clone_parameters(params);
+    auto opt = factories[f]();
+    opt->init(params, OptimizerContext{10});
+    auto grads = gradients_at(params, 0);
+    grads[1][2] = std::numeric_limits<float>::quiet_NaN();
+    GradientSet set = gradient_set(params, grads);
+    const StepStats stats = opt->step(set, 3);
+    EXPECT_FALSE(std::isfinite(stats.grad_norm)) << f;
+    for (size_t i = 0; i < params.size(); ++i) {
+      EXPECT_TRUE(at::equal(params[i].tensor, before[i].tensor)) << f << " " << params[i].name;
+    }
+    for (const auto& [name, t] : opt->state_dict()) {
+      EXPECT_TRUE(at::isfinite(t).all().item<bool>()) << f << " " << name;
+    }
   }
 }
 

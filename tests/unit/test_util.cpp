@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
 #include <stdexcept>
+#include <thread>
 
 namespace bertlab::testing {
 
@@ -58,8 +61,11 @@ void write_file(const fs::path& path, const std::string& text) {
   if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 
-CommandResult run_bertlab(const std::vector<std::string>& args, const std::string& input,
-                          const std::vector<std::string>& env) {
+namespace {
+
+CommandResult run_command(const std::vector<std::string>& args, const std::string& input,
+                          const std::vector<std::string>& env, int signal,
+                          const std::function<bool()>& ready) {
   TempDir tmp;
   const fs::path in_path = tmp / "stdin";
   const fs::path out_path = tmp / "stdout";
@@ -85,12 +91,35 @@ CommandResult run_bertlab(const std::vector<std::string>& args, const std::strin
     std::_Exit(127);
   }
   int status = 0;
-  ::waitpid(pid, &status, 0);
+  if (ready) {
+    bool sent = false;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (!sent && ready()) {
+        ::kill(pid, signal);
+        sent = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  } else {
+    ::waitpid(pid, &status, 0);
+  }
   CommandResult result;
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   result.out = read_file(out_path);
   result.err = read_file(err_path);
   return result;
+}
+
+}  // namespace
+
+CommandResult run_bertlab(const std::vector<std::string>& args, const std::string& input,
+                          const std::vector<std::string>& env) {
+  return run_command(args, input, env, 0, nullptr);
+}
+
+CommandResult run_bertlab_signalled(const std::vector<std::string>& args, int signal,
+                                    const std::function<bool()>& ready) {
+  return run_command(args, "", {}, signal, ready);
 }
 
 std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path) {

@@ -3,6 +3,7 @@
 // bertlab executable.
 
 #include <filesystem>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -43,6 +44,11 @@ struct CommandResult {
 /// Runs the built `bertlab` executable with `args` (stdin from `input`), capturing output.
 CommandResult run_bertlab(const std::vector<std::string>& args, const std::string& input = "",
                           const std::vector<std::string>& env = {});
+
+/// Runs `bertlab` as run_bertlab() does and sends it `signal` once `ready()` (polled every 10 ms)
+/// returns true.
+CommandResult run_bertlab_signalled(const std::vector<std::string>& args, int signal,
+                                    const std::function<bool()>& ready);
 
 /// Reads a whole file.
 std::string read_file(const std::filesystem::path& path);

@@ -41,6 +41,16 @@ class DataError : public Error {
   using Error::Error;
 };
 
+/// SIGINT or SIGTERM stopped a run after a step (and its checkpoint); main() exits 128 + signal.
+class Interrupted : public Error {
+ public:
+  Interrupted(const std::string& message, int signal) : Error(message), signal_(signal) {}
+  int signal() const { return signal_; }
+
+ private:
+  int signal_;
+};
+
 }  // namespace bertlab
 
 /// Throws bertlab::Error with a fmt-formatted message when `cond` is false.

@@ -33,6 +33,9 @@ class Optimizer {
   virtual void init(const std::vector<NamedTensor>& parameters, const OptimizerContext& ctx) = 0;
   /// One update. `step` is Google's global_step before the update (0 for the first one).
   /// `grads` are already averaged over replicas; the optimizer clips them as configured.
+  /// When the global gradient norm is not finite (a NaN or infinite gradient) it must leave the
+  /// parameters and its state alone and return that norm: the host then stops or skips the step
+  /// ([train] on_nonfinite).
   virtual StepStats step(GradientSet& grads, int64_t step) = 0;
   /// The learning rate at `step`.
   virtual double learning_rate(int64_t step) const = 0;

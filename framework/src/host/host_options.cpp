@@ -48,6 +48,10 @@ std::vector<OptionDecl> train_options() {
                  "scaled so the update is one step on the k-times larger batch")
           .at_least(1),
       int_option("log_every_steps", 10, "steps between lines of metrics.jsonl").at_least(1),
+      string_option("on_nonfinite", "stop",
+                    "a NaN or infinite loss or gradient: stop with an error naming the step and "
+                    "parameter, or skip the step's update and count it (skip_step)")
+          .one_of({"stop", "skip_step"}),
       bool_option("do_train", true, "train the model"),
       bool_option("do_eval", true, "evaluate after training and write eval_results.json"),
       int_option("save_checkpoints_steps", 0,

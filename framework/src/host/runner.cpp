@@ -16,10 +16,13 @@
 #include <torch/nn/module.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -129,8 +132,9 @@ struct TrainLoop {
   int64_t log_every = 1;
   fs::path dir;
   Clock::time_point start;
-  int64_t stop_after = 0;     ///< steps to run (<= num_train_steps)
-  int64_t check_every = 100;  ///< steps between cross-replica parameter checksums
+  int64_t stop_after = 0;       ///< steps to run (<= num_train_steps)
+  int64_t check_every = 100;    ///< steps between cross-replica parameter checksums
+  bool skip_nonfinite = false;  ///< [train] on_nonfinite = "skip_step"
   bool write_metrics = true;
   const RunHooks* hooks = nullptr;
   const TrainCheckpoint* resume = nullptr;  ///< continue from this checkpoint's state
@@ -156,6 +160,27 @@ double token_weight_scale(const TrainLoop& loop, const std::vector<Batch>& micro
   }
   return weight > 0 ? static_cast<double>(world) / weight : 0.0;
 }
+
+/// The first parameter whose averaged gradient holds a NaN or an infinity, for the message of a
+/// non-finite step ("?" when the norm alone overflowed).
+std::string first_nonfinite_gradient(const GradientSet& grads) {
+  for (const auto& e : grads.entries()) {
+    const at::Tensor& t = e.is_sparse() ? e.values : e.dense;
+    if (t.defined() && !at::isfinite(t).all().item<bool>()) return e.name;
+  }
+  return "? (every element is finite; their norm overflowed)";
+}
+
+// SIGINT / SIGTERM: the first sets this (the run stops after the current step, with a
+// checkpoint); the handler then restores the default, so that a second signal kills at once.
+std::atomic<int> g_stop_signal{0};
+
+extern "C" void on_stop_signal(int signal) {
+  g_stop_signal.store(signal);
+  std::signal(signal, SIG_DFL);
+}
+
+const char* signal_name(int signal) { return signal == SIGINT ? "SIGINT" : "SIGTERM"; }
 
 struct TrainOutcome {
   int64_t steps = 0;
@@ -235,11 +260,14 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   }
   TrainOutcome outcome;
   double window_loss = 0.0;
-  int64_t window_steps = 0;
+  int64_t window_steps = 0;      // steps of the logging window with a finite loss
+  int64_t window_all = 0;        // all steps of the logging window run here
+  int64_t skipped_steps = 0;     // updates skipped for a non-finite loss or gradient
   double earlier_seconds = 0.0;  // training time of the run that wrote the checkpoint
   if (loop.resume != nullptr) {
     window_loss = loop.resume->state.window_loss;
     window_steps = loop.resume->state.window_steps;
+    skipped_steps = loop.resume->state.skipped_steps;
     outcome.final_loss = loop.resume->state.final_loss;
     outcome.steps = first_step;
     earlier_seconds = loop.resume->state.train_seconds;
@@ -251,6 +279,25 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   } window;
   auto window_start = Clock::now();
   const auto train_start = Clock::now();
+  // A resumable checkpoint after `done` steps (rank 0).
+  auto save_checkpoint = [&](int64_t done) {
+    TrainState state;
+    state.step = done;
+    state.window_loss = window_loss;
+    state.window_steps = window_steps;
+    state.skipped_steps = skipped_steps;
+    state.final_loss = outcome.final_loss;
+    state.train_seconds = earlier_seconds + seconds_since(train_start);
+    state.metrics_lines = metrics_text;
+    if (stream) state.data_position = stream->position();
+    {
+      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(generator.mutex());
+      state.rng_state = generator.get_state();
+    }
+    save_train_checkpoint(loop.checkpoint_root, state, model, *optimizer, variant.resolved_toml,
+                          loop.keep_max);
+  };
   model.train();
   for (int64_t step = first_step; step < loop.stop_after; ++step) {
     // Micro-batch m of the step is examples [m*B, (m+1)*B) of the step's k*B; replica r takes
@@ -294,14 +341,6 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     window.dense_bytes += comm.traffic_bytes(Traffic::kDense);
     window.sparse_bytes += comm.traffic_bytes(Traffic::kSparse);
     if (leader && loop.hooks->on_averaged) loop.hooks->on_averaged(step, grads);
-    StepStats stats = optimizer->step(grads, step);
-    const auto t3 = Clock::now();
-    window.compute_s += std::chrono::duration<double>(t1 - t0).count();
-    window.comm_s += std::chrono::duration<double>(t2 - t1).count();
-    window.optimizer_s += std::chrono::duration<double>(t3 - t2).count();
-    if (world > 1 && ((step + 1) % loop.check_every == 0 || step + 1 == loop.stop_after)) {
-      check_replicas_agree(model, comm, step + 1);
-    }
     // The global batch's loss: the replicas' objectives are scaled so that their mean is it.
     double loss = local_loss;
     if (world > 1) {
@@ -309,13 +348,62 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
       comm.all_reduce_sum(l);
       loss = l[0].item<double>() / world;
     }
-    BERTLAB_CHECK(std::isfinite(loss),
-                  "[train] step {}: the loss is {}; lower the learning rate or check the data",
-                  step + 1, loss);
+    // Every rank holds the same loss and averaged gradients, so all decide alike. An optimizer
+    // given a non-finite gradient leaves the parameters alone and returns its norm.
+    StepStats stats;
+    if (std::isfinite(loss)) {
+      stats = optimizer->step(grads, step);
+    } else {
+      stats.learning_rate = optimizer->learning_rate(step);
+      stats.grad_norm = std::numeric_limits<double>::quiet_NaN();
+    }
+    const bool finite = std::isfinite(loss) && std::isfinite(stats.grad_norm);
+    if (!finite) {
+      const std::string what =
+          std::isfinite(loss) ? fmt::format("the gradient of {} is not finite (global norm {})",
+                                            first_nonfinite_gradient(grads), stats.grad_norm)
+                              : fmt::format("the loss is {}", loss);
+      if (!loop.skip_nonfinite) {
+        throw Error(
+            fmt::format("[train] step {}: {}; lower the learning rate or check the data, or set "
+                        "train.on_nonfinite = \"skip_step\" to skip such steps",
+                        step + 1, what));
+      }
+      ++skipped_steps;
+      if (leader)
+        log_warning("train", "step {}: {}; update skipped ({} so far)", step + 1, what,
+                    skipped_steps);
+    }
+    const auto t3 = Clock::now();
+    window.compute_s += std::chrono::duration<double>(t1 - t0).count();
+    window.comm_s += std::chrono::duration<double>(t2 - t1).count();
+    window.optimizer_s += std::chrono::duration<double>(t3 - t2).count();
+    if (world > 1 && ((step + 1) % loop.check_every == 0 || step + 1 == loop.stop_after)) {
+      check_replicas_agree(model, comm, step + 1);
+    }
     outcome.steps = step + 1;
-    window_loss += loss;
-    ++window_steps;
+    ++window_all;
+    if (finite) {
+      window_loss += loss;
+      ++window_steps;
+    }
     if (leader && loop.hooks->on_loss) loop.hooks->on_loss(step, loss);
+    // SIGINT/SIGTERM stops every rank after the same step: rank threads read the flag at
+    // different moments and processes each get their own signal, so the ranks agree through
+    // one all-reduce (rank 0 then writes a checkpoint below).
+    double stop_flag = g_stop_signal.load();
+    if (world > 1) {
+      std::vector<at::Tensor> flag{at::tensor({stop_flag}, at::kDouble)};
+      comm.all_reduce_sum(flag);
+      stop_flag = flag[0].item<double>();
+    }
+    const bool stopping = stop_flag != 0 && step + 1 < loop.stop_after;
+    const int stop_signal = g_stop_signal.load() != 0 ? g_stop_signal.load() : SIGTERM;
+    if (stopping && !write) {
+      throw Interrupted(fmt::format("bertlab: {}: rank {} stopped after step {}",
+                                    signal_name(stop_signal), rank, step + 1),
+                        stop_signal);
+    }
     if (!write) continue;
     const bool last = step + 1 == loop.num_train_steps;
     progress.update(step + 1, loss,
@@ -329,23 +417,26 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
         line["epoch"] = static_cast<double>((step + 1) * loop.batch_size) /
                         static_cast<double>(loop.num_examples);
       }
-      line["loss"] = window_loss / static_cast<double>(window_steps);
+      // null when every step of the window was skipped.
+      line["loss"] = window_steps > 0 ? window_loss / static_cast<double>(window_steps)
+                                      : std::numeric_limits<double>::quiet_NaN();
       line["learning_rate"] = stats.learning_rate;
       line["grad_norm"] = stats.grad_norm;
       line["examples_per_second"] =
-          static_cast<double>(window_steps * loop.batch_size) / std::max(window_s, 1e-9);
+          static_cast<double>(window_all * loop.batch_size) / std::max(window_s, 1e-9);
       line["elapsed_s"] = seconds_since(loop.start);
-      const double n = static_cast<double>(window_steps);
+      const double n = static_cast<double>(std::max<int64_t>(window_all, 1));
       line["data_s"] = window.data_s / n;
       line["compute_s"] = window.compute_s / n;
       line["comm_s"] = window.comm_s / n;
       line["optimizer_s"] = window.optimizer_s / n;
       line["comm_dense_bytes"] = static_cast<double>(window.dense_bytes) / n;
+      line["skipped_steps"] = skipped_steps;
       line["comm_sparse_bytes"] = static_cast<double>(window.sparse_bytes) / n;
       metrics_out << line.dump() << "\n";
       metrics_out.flush();
       metrics_text += line.dump() + "\n";
-      outcome.final_loss = window_loss / static_cast<double>(window_steps);
+      if (window_steps > 0) outcome.final_loss = window_loss / static_cast<double>(window_steps);
       progress.log_line(
           step + 1, outcome.final_loss, stats.learning_rate,
           line["examples_per_second"].get<double>(),
@@ -353,27 +444,28 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
                      static_cast<double>(loop.num_train_steps - step - 1)));
       window_loss = 0.0;
       window_steps = 0;
+      window_all = 0;
       window = Window();
       window_start = Clock::now();
     }
     if (loop.save_every > 0 && (step + 1) % loop.save_every == 0) {
-      TrainState state;
-      state.step = step + 1;
-      state.window_loss = window_loss;
-      state.window_steps = window_steps;
-      state.final_loss = outcome.final_loss;
-      state.train_seconds = earlier_seconds + seconds_since(train_start);
-      state.metrics_lines = metrics_text;
-      if (stream) state.data_position = stream->position();
-      {
-        at::Generator generator = at::detail::getDefaultCPUGenerator();
-        std::lock_guard<std::mutex> lock(generator.mutex());
-        state.rng_state = generator.get_state();
-      }
-      save_train_checkpoint(loop.checkpoint_root, state, model, *optimizer, variant.resolved_toml,
-                            loop.keep_max);
+      save_checkpoint(step + 1);
       log_info("train", "step {}: checkpoint {}", step + 1,
                train_checkpoint_dir(loop.checkpoint_root, step + 1).string());
+    }
+    if (stopping) {
+      std::string where = "no checkpoint";
+      if (!loop.checkpoint_root.empty()) {
+        if (!(loop.save_every > 0 && (step + 1) % loop.save_every == 0)) save_checkpoint(step + 1);
+        where = fmt::format("checkpoint {}; run the same command with --resume to continue",
+                            train_checkpoint_dir(loop.checkpoint_root, step + 1).string());
+      }
+      metrics_out.close();
+      throw Interrupted(
+          fmt::format("bertlab: {} during variant '{}': stopped after step {} of {}; {}",
+                      signal_name(stop_signal), variant.name, step + 1, loop.num_train_steps,
+                      where),
+          stop_signal);
     }
   }
   outcome.train_seconds = earlier_seconds + seconds_since(train_start);
@@ -640,6 +732,7 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   loop.write_metrics = files;
   loop.hooks = &hooks;
   loop.check_every = variant.strategy_host.get_int("check_every_steps");
+  loop.skip_nonfinite = variant.train.get_string("on_nonfinite") == "skip_step";
   loop.resume = resume ? &*resume : nullptr;
   loop.save_every = files ? variant.train.get_int("save_checkpoints_steps") : 0;
   loop.keep_max = variant.train.get_int("keep_checkpoint_max");
@@ -696,6 +789,10 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
 
 std::string run_experiment(const ResolvedExperiment& experiment, const PluginHost& host) {
   (void)host;
+  // From here on SIGINT and SIGTERM stop training after the current step, with a checkpoint.
+  g_stop_signal.store(0);
+  std::signal(SIGINT, on_stop_signal);
+  std::signal(SIGTERM, on_stop_signal);
   std::vector<VariantResult> results;
   for (const auto& variant : experiment.variants) {
     results.push_back(run_variant(experiment, variant));

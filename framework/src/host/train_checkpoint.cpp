@@ -148,6 +148,7 @@ void save_train_checkpoint(const fs::path& root, const TrainState& state,
   j["step"] = state.step;
   j["window_loss"] = state.window_loss;
   j["window_steps"] = state.window_steps;
+  j["skipped_steps"] = state.skipped_steps;
   j["final_loss"] = state.final_loss;
   j["train_seconds"] = state.train_seconds;
   j["rng_state"] = state.rng_state.defined() ? to_hex(state.rng_state) : "";
@@ -197,6 +198,7 @@ TrainCheckpoint load_train_checkpoint(const fs::path& dir) {
     ckpt.state.step = j.at("step").get<int64_t>();
     ckpt.state.window_loss = j.at("window_loss").get<double>();
     ckpt.state.window_steps = j.at("window_steps").get<int64_t>();
+    ckpt.state.skipped_steps = j.value("skipped_steps", int64_t{0});
     ckpt.state.final_loss = j.at("final_loss").get<double>();
     ckpt.state.train_seconds = j.at("train_seconds").get<double>();
     const std::string rng = j.at("rng_state").get<std::string>();

@@ -31,6 +31,7 @@ struct TrainState {
   int64_t step = 0;            ///< optimizer steps done; the batch order resumes after them
   double window_loss = 0.0;    ///< sum of step losses in the open logging window
   int64_t window_steps = 0;    ///< steps in the open logging window
+  int64_t skipped_steps = 0;   ///< updates skipped for a non-finite loss or gradient
   double final_loss = 0.0;     ///< the last logged mean loss
   double train_seconds = 0.0;  ///< training time spent before this checkpoint
   std::string metrics_lines;   ///< metrics.jsonl lines logged up to `step`

@@ -227,6 +227,8 @@ StepStats AdamWeightDecay::step(GradientSet& grads, int64_t step) {
   // clip_norm / norm above the threshold. The fused CPU kernel applies that factor as it reads
   // each gradient (saving a pass over all of them); other gradients are scaled first.
   stats.grad_norm = grads.global_norm(options_.clip.mode);
+  // A non-finite gradient: no update; the host reports it ([train] on_nonfinite).
+  if (!std::isfinite(stats.grad_norm)) return stats;
   const double clip = options_.clip.clip_norm;
   const double factor = clip > 0 && stats.grad_norm > clip ? clip / stats.grad_norm : 1.0;
 

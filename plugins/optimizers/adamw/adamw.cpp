@@ -71,6 +71,8 @@ StepStats AdamW::step(GradientSet& grads, int64_t step) {
   const double lr = schedule_.at(step);
   stats.learning_rate = lr;
   stats.grad_norm = options_.clip.apply(grads);
+  // A non-finite gradient: no update; the host reports it ([train] on_nonfinite).
+  if (!std::isfinite(stats.grad_norm)) return stats;
   const AdamHyperparameters& h = options_.adam;
   c10::NoGradGuard no_grad;
   for (const auto& entry : grads.entries()) {

@@ -65,6 +65,8 @@ StepStats Lamb::step(GradientSet& grads, int64_t step) {
   StepStats stats;
   stats.learning_rate = schedule_.at(step);
   stats.grad_norm = options_.clip.apply(grads);
+  // A non-finite gradient: no update; the host reports it ([train] on_nonfinite).
+  if (!std::isfinite(stats.grad_norm)) return stats;
   const AdamHyperparameters& o = options_.adam;
   const auto t = static_cast<double>(step + 1);
   const double correction_1 = options_.bias_correction ? 1.0 - std::pow(o.beta_1, t) : 1.0;

@@ -6,6 +6,8 @@
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 
+#include <cmath>
+
 namespace bertlab::sgd {
 
 SgdOptions::SgdOptions() {
@@ -94,6 +96,8 @@ StepStats Sgd::step(GradientSet& grads, int64_t step) {
   const double lr = schedule_.at(step);
   stats.learning_rate = lr;
   stats.grad_norm = options_.clip.apply(grads);
+  // A non-finite gradient: no update; the host reports it ([train] on_nonfinite).
+  if (!std::isfinite(stats.grad_norm)) return stats;
   const SgdOptions& o = options_;
   c10::NoGradGuard no_grad;
   for (const auto& entry : grads.entries()) {
