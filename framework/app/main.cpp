@@ -33,10 +33,12 @@ constexpr int kExitConfig = 2;
 
 struct CommonOptions {
   std::vector<std::string> plugin_dirs;
+  bool allow_insecure_plugins = false;
 };
 
 void load_plugins(PluginHost& host, const CommonOptions& common) {
   std::vector<fs::path> extra(common.plugin_dirs.begin(), common.plugin_dirs.end());
+  host.allow_insecure(common.allow_insecure_plugins);
   host.load_directories(PluginHost::search_path(extra));
 }
 
@@ -243,6 +245,8 @@ int dispatch(int argc, char** argv) {
   auto add_plugin_dir = [&](CLI::App* sub) {
     sub->add_option("--plugin-dir", common.plugin_dirs,
                     "extra folder of plugin libraries (repeatable; BERTLAB_PLUGIN_PATH too)");
+    sub->add_flag("--allow-insecure-plugins", common.allow_insecure_plugins,
+                  "load plugin files or folders that every user may write");
   };
 
   std::string file;
@@ -399,6 +403,8 @@ int dispatch(int argc, char** argv) {
       for (int i = 2; i < argc; ++i) {
         if (std::strcmp(argv[i], "--plugin-dir") == 0 && i + 1 < argc) {
           common.plugin_dirs.push_back(argv[++i]);
+        } else if (std::strcmp(argv[i], "--allow-insecure-plugins") == 0) {
+          common.allow_insecure_plugins = true;
         } else {
           rest.push_back(argv[i]);
         }

@@ -139,3 +139,38 @@ TEST(PluginLoader, AFileThatIsNotASharedLibraryGivesTheLoadersReason) {
 
 }  // namespace
 }  // namespace bertlab
+
+namespace bertlab {
+namespace {
+
+// A plugin file, or a plugin folder, that every user may write could hold anyone's code: it is
+// refused unless --allow-insecure-plugins.
+TEST(PluginLoader, AWorldWritablePluginOrFolderIsRefused) {
+  namespace fs = std::filesystem;
+  for (const bool folder : {false, true}) {
+    SCOPED_TRACE(folder ? "folder" : "file");
+    testing::TempDir dir;
+    const fs::path plugins = dir / "plugins";
+    fs::create_directories(plugins);
+    for (const auto& entry : fs::directory_iterator(case_dir("good"))) {
+      if (entry.path().extension() == ".so") {
+        fs::copy_file(entry.path(), plugins / entry.path().filename());
+      }
+    }
+    for (const auto& entry : fs::directory_iterator(plugins)) {
+      fs::permissions(folder ? plugins : entry.path(), fs::perms::others_write,
+                      fs::perm_options::add);
+    }
+    auto refused = run_bertlab({"plugins", "--plugin-dir", plugins.string()});
+    EXPECT_EQ(refused.exit_code, 2) << refused.err;
+    EXPECT_NE(refused.err.find("is writable by every user"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find("chmod o-w"), std::string::npos) << refused.err;
+    auto allowed =
+        run_bertlab({"plugins", "--plugin-dir", plugins.string(), "--allow-insecure-plugins"});
+    EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+    EXPECT_NE(allowed.out.find("test_identity"), std::string::npos) << allowed.out;
+  }
+}
+
+}  // namespace
+}  // namespace bertlab

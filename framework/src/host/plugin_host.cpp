@@ -7,6 +7,7 @@
 #include <boost/dll/shared_library.hpp>
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -101,6 +102,21 @@ void PluginHost::load_directories(const std::vector<fs::path>& dirs) {
 
 void PluginHost::load_file(const fs::path& file) {
   const std::string where = file.string();
+  if (!allow_insecure_) {
+    // A library anyone may write, or one in a folder where anyone may add or replace files,
+    // could be someone else's code: loading it runs that code with this user's rights.
+    fs::path folder = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+    for (const auto& [path, what] :
+         {std::pair{file, "the file"}, std::pair{folder, "its folder"}}) {
+      struct stat st {};
+      if (::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) != 0) {
+        throw PluginError(fmt::format(
+            "{}: refused: {} ({}) is writable by every user, so anyone could have replaced the "
+            "plugin; fix it with chmod o-w {}, or pass --allow-insecure-plugins",
+            where, what, path.string(), path.string()));
+      }
+    }
+  }
   auto library = std::make_unique<boost::dll::shared_library>();
   try {
     library->load(file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);

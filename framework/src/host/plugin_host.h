@@ -38,12 +38,17 @@ class PluginHost {
   /// listing them all (each line names its file).
   void load_directories(const std::vector<std::filesystem::path>& dirs);
   /// Loads one plugin library; throws PluginError naming `file` on any failure.
+  /// Refuses (PluginError) a file that it, or its folder, lets every user write, unless
+  /// allow_insecure() was set (--allow-insecure-plugins): anyone could have replaced it.
   void load_file(const std::filesystem::path& file);
+  /// Loads world-writable plugin files and folders too.
+  void allow_insecure(bool allow) { allow_insecure_ = allow; }
 
   const ComponentRegistry& registry() const { return registry_; }
   const std::vector<LoadedPlugin>& plugins() const { return plugins_; }
 
  private:
+  bool allow_insecure_ = false;
   // Declared before registry_, so the libraries outlive every factory and tool that points
   // into them (members are destroyed in reverse order).
   std::vector<std::unique_ptr<boost::dll::shared_library>> libraries_;
