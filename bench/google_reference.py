@@ -56,10 +56,12 @@ def main():
     else:
         import create_pretraining_data as cpd  # noqa: E402
 
-        t0 = time.perf_counter()
-        instances = cpd.create_training_instances([a.input], tok, 128, 10, 0.1, 0.15, 20,
-                                                  random.Random(12345))
-        s = time.perf_counter() - t0
+        s = float("inf")
+        for _ in range(3):  # the fastest of 3, as the input takes only some milliseconds
+            t0 = time.perf_counter()
+            instances = cpd.create_training_instances([a.input], tok, 128, 10, 0.1, 0.15, 20,
+                                                      random.Random(12345))
+            s = min(s, time.perf_counter() - t0)
         print(json.dumps({"impl": "google", "bench": "create-data", "instances": len(instances),
                           "seconds": s, "instances_per_s": len(instances) / s}))
 
