@@ -246,6 +246,35 @@ bool WeightDecayExclusion::decays(const std::string& parameter_name,
   });
 }
 
+std::vector<OptionDecl> AdamFamilyOptions::common_declarations() const {
+  std::vector<OptionDecl> decls = ScheduleOptions::declarations(
+      schedule.learning_rate, schedule.warmup_proportion, to_string(schedule.decay));
+  for (auto& d : AdamHyperparameters::declarations(adam.epsilon, adam.weight_decay_rate)) {
+    decls.push_back(std::move(d));
+  }
+  for (auto& d : ClipOptions::declarations(clip.clip_norm)) decls.push_back(std::move(d));
+  std::string parts;
+  for (const auto& part : exclusion.parts) parts += (parts.empty() ? "" : ",") + part;
+  decls.push_back(WeightDecayExclusion::declaration(parts));
+  return decls;
+}
+
+void AdamFamilyOptions::read_common(const ConfigView& view) {
+  schedule = ScheduleOptions::from_config(view);
+  adam = AdamHyperparameters::from_config(view);
+  clip = ClipOptions::from_config(view);
+  exclusion = WeightDecayExclusion::from_config(view);
+}
+
+void AdamFamilyOptions::validate_common() const {
+  schedule.validate();
+  adam.validate();
+  if (!(clip.clip_norm >= 0)) {
+    throw ConfigError(fmt::format(
+        "[optimizer] clip_norm must be >= 0 (0 disables clipping), got {}", clip.clip_norm));
+  }
+}
+
 void load_slots(const std::vector<std::pair<std::string, at::Tensor>>& state,
                 const std::vector<SlotRef>& targets, const std::string& optimizer) {
   std::unordered_map<std::string, const at::Tensor*> by_name;

@@ -107,6 +107,23 @@ struct WeightDecayExclusion {
   bool decays(const std::string& parameter_name, double weight_decay_rate) const;
 };
 
+/// What the Adam-family optimizers (adam_weight_decay, lamb, adamw) configure alike; each one's
+/// options derive from it and add their own keys.
+struct AdamFamilyOptions {
+  ScheduleOptions schedule;
+  AdamHyperparameters adam;
+  ClipOptions clip;
+  WeightDecayExclusion exclusion;
+
+  /// The declarations of the schedule, Adam, clipping and exclusion keys, with this object's
+  /// values as the defaults.
+  std::vector<OptionDecl> common_declarations() const;
+  /// Reads those keys from a validated view.
+  void read_common(const ConfigView& view);
+  /// Throws ConfigError naming the first rule broken.
+  void validate_common() const;
+};
+
 /// One tensor of an optimizer's state: its name in state_dict() and the tensor it restores.
 struct SlotRef {
   std::string name;    ///< e.g. "bert.pooler.dense.weight/exp_avg"

@@ -131,10 +131,7 @@ std::pair<at::Tensor, at::Tensor> sum_duplicates(const at::Tensor& indices,
 }  // namespace
 
 std::vector<OptionDecl> AdamWeightDecayOptions::declarations() {
-  std::vector<OptionDecl> decls = ScheduleOptions::declarations(5e-5, 0.1);
-  for (auto& decl : AdamHyperparameters::declarations(1e-6, 0.01)) decls.push_back(std::move(decl));
-  for (auto& decl : ClipOptions::declarations(1.0)) decls.push_back(std::move(decl));
-  decls.push_back(WeightDecayExclusion::declaration("LayerNorm,layer_norm,bias"));
+  std::vector<OptionDecl> decls = AdamWeightDecayOptions().common_declarations();
   decls.push_back(string_option("sparse_update", "dense",
                                 "sparse gradients: densified (dense) or scatter-added per "
                                 "duplicate row, reproducing a published bug (scatter_duplicates)")
@@ -144,23 +141,13 @@ std::vector<OptionDecl> AdamWeightDecayOptions::declarations() {
 
 AdamWeightDecayOptions AdamWeightDecayOptions::from_config(const ConfigView& view) {
   AdamWeightDecayOptions o;
-  o.schedule = ScheduleOptions::from_config(view);
-  o.adam = AdamHyperparameters::from_config(view);
-  o.clip = ClipOptions::from_config(view);
-  o.exclusion = WeightDecayExclusion::from_config(view);
+  o.read_common(view);
   o.sparse_update = parse_sparse_update(view.get_string("sparse_update"));
   o.validate();
   return o;
 }
 
-void AdamWeightDecayOptions::validate() const {
-  auto fail = [](const std::string& message) { throw ConfigError("[optimizer] " + message); };
-  schedule.validate();
-  adam.validate();
-  if (!(clip.clip_norm >= 0)) {
-    fail(fmt::format("clip_norm must be >= 0 (0 disables clipping), got {}", clip.clip_norm));
-  }
-}
+void AdamWeightDecayOptions::validate() const { validate_common(); }
 
 AdamWeightDecay::AdamWeightDecay(AdamWeightDecayOptions options) : options_(std::move(options)) {
   options_.validate();

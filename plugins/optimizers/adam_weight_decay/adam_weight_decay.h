@@ -24,11 +24,10 @@ enum class SparseUpdate {
                        ///< v gains sum(u^2) instead of (sum u)^2 (a published bug)
 };
 
-struct AdamWeightDecayOptions {
-  ScheduleOptions schedule;        ///< Google's: linear warmup, linear decay to 0
-  AdamHyperparameters adam;        ///< epsilon 1e-6, weight decay 0.01 (added to the update)
-  ClipOptions clip;                ///< global norm 1.0, as Google's create_optimizer
-  WeightDecayExclusion exclusion;  ///< LayerNorm, layer_norm, bias
+/// Google's defaults: schedule (peak lr 5e-5, linear warmup and decay to 0), Adam (epsilon 1e-6,
+/// weight decay 0.01 added to the update), clipping at 1.0 as create_optimizer, exclusions
+/// LayerNorm, layer_norm, bias.
+struct AdamWeightDecayOptions : AdamFamilyOptions {
   SparseUpdate sparse_update = SparseUpdate::kDense;  ///< see SparseUpdate
 
   /// The option declarations of the [optimizer] section.

@@ -17,32 +17,21 @@ AdamWOptions::AdamWOptions() {
 
 std::vector<OptionDecl> AdamWOptions::declarations() {
   const AdamWOptions d;
-  std::vector<OptionDecl> decls =
-      ScheduleOptions::declarations(d.schedule.learning_rate, d.schedule.warmup_proportion);
-  for (auto& decl : AdamHyperparameters::declarations(d.adam.epsilon, d.adam.weight_decay_rate))
-    decls.push_back(std::move(decl));
+  std::vector<OptionDecl> decls = d.common_declarations();
   decls.push_back(
       bool_option("amsgrad", d.amsgrad, "AMSGrad: the denominator from the running maximum of v"));
-  for (auto& decl : ClipOptions::declarations(d.clip.clip_norm)) decls.push_back(std::move(decl));
-  decls.push_back(WeightDecayExclusion::declaration("LayerNorm,layer_norm,bias"));
   return decls;
 }
 
 AdamWOptions AdamWOptions::from_config(const ConfigView& view) {
   AdamWOptions o;
-  o.schedule = ScheduleOptions::from_config(view);
-  o.adam = AdamHyperparameters::from_config(view);
+  o.read_common(view);
   o.amsgrad = view.get_bool("amsgrad");
-  o.clip = ClipOptions::from_config(view);
-  o.exclusion = WeightDecayExclusion::from_config(view);
   o.validate();
   return o;
 }
 
-void AdamWOptions::validate() const {
-  schedule.validate();
-  adam.validate();
-}
+void AdamWOptions::validate() const { validate_common(); }
 
 AdamW::AdamW(AdamWOptions options) : options_(std::move(options)) { options_.validate(); }
 

@@ -17,12 +17,11 @@
 
 namespace bertlab::adamw {
 
-struct AdamWOptions {
-  ScheduleOptions schedule;        ///< peak lr 1e-3 (PyTorch's), linear warmup and decay
-  AdamHyperparameters adam;        ///< epsilon 1e-8 and weight decay 0.01, PyTorch's defaults
-  bool amsgrad = false;            ///< the denominator from the running maximum of v
-  ClipOptions clip;                ///< global norm 1.0, as Hugging Face's max_grad_norm
-  WeightDecayExclusion exclusion;  ///< LayerNorm, layer_norm, bias; "" decays everything
+/// Schedule (peak lr 1e-3, PyTorch's), Adam (epsilon 1e-8 and weight decay 0.01, PyTorch's),
+/// clipping at 1.0 (Hugging Face's max_grad_norm), exclusions LayerNorm, layer_norm, bias ("":
+/// decay everything, as torch.optim.AdamW alone).
+struct AdamWOptions : AdamFamilyOptions {
+  bool amsgrad = false;  ///< the denominator from the running maximum of v
 
   AdamWOptions();
   static std::vector<OptionDecl> declarations();

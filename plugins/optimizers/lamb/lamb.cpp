@@ -14,32 +14,21 @@ LambOptions::LambOptions() { schedule.learning_rate = 1e-3; }
 
 std::vector<OptionDecl> LambOptions::declarations() {
   const LambOptions d;
-  std::vector<OptionDecl> decls =
-      ScheduleOptions::declarations(d.schedule.learning_rate, d.schedule.warmup_proportion);
-  for (auto& decl : AdamHyperparameters::declarations(d.adam.epsilon, d.adam.weight_decay_rate))
-    decls.push_back(std::move(decl));
+  std::vector<OptionDecl> decls = d.common_declarations();
   decls.push_back(
       bool_option("bias_correction", d.bias_correction, "divide the moments by 1 - beta^t"));
-  for (auto& decl : ClipOptions::declarations(d.clip.clip_norm)) decls.push_back(std::move(decl));
-  decls.push_back(WeightDecayExclusion::declaration("LayerNorm,layer_norm,bias"));
   return decls;
 }
 
 LambOptions LambOptions::from_config(const ConfigView& view) {
   LambOptions o;
-  o.schedule = ScheduleOptions::from_config(view);
-  o.adam = AdamHyperparameters::from_config(view);
+  o.read_common(view);
   o.bias_correction = view.get_bool("bias_correction");
-  o.clip = ClipOptions::from_config(view);
-  o.exclusion = WeightDecayExclusion::from_config(view);
   o.validate();
   return o;
 }
 
-void LambOptions::validate() const {
-  schedule.validate();
-  adam.validate();
-}
+void LambOptions::validate() const { validate_common(); }
 
 Lamb::Lamb(LambOptions options) : options_(std::move(options)) { options_.validate(); }
 

@@ -17,13 +17,11 @@
 
 namespace bertlab::lamb {
 
-struct LambOptions {
-  ScheduleOptions schedule;     ///< linear warmup, then linear decay to 0 by default
-  AdamHyperparameters adam;     ///< epsilon 1e-6 (added to sqrt(v̂)), weight decay 0.01
+/// Schedule (peak lr 1e-3, apex's), Adam (epsilon 1e-6 added to sqrt(v̂), weight decay 0.01),
+/// clipping at 1.0 (NVIDIA's max_grad_norm); excluded parameters are neither decayed nor
+/// layer-adapted (trust ratio 1), as NVIDIA's and ALBERT's LAMB.
+struct LambOptions : AdamFamilyOptions {
   bool bias_correction = true;  ///< divide the moments by 1 - beta^t
-  ClipOptions clip;             ///< global norm 1.0, as NVIDIA's max_grad_norm
-  /// Not decayed and not layer-adapted (trust ratio 1), as NVIDIA's and ALBERT's LAMB.
-  WeightDecayExclusion exclusion;
 
   LambOptions();
   static std::vector<OptionDecl> declarations();
