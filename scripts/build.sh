@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds bertlab (Release) into ${BUILD_DIR:-build}.
+# Configures and builds bertlab (Release) into ${BUILD_DIR:-build}; arguments go to
+# `cmake --build` (e.g. --target NAME).
 #   $BUILD_DIR/bin/bertlab                   the executable
 #   $BUILD_DIR/lib/bertlab/plugins/*.so      the in-tree plugins, found relative to it
 set -euo pipefail
@@ -22,5 +23,5 @@ if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
   cmake -S "$root" -B "$build_dir" "${generator[@]}" "${launcher[@]}" \
     -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" ${CMAKE_ARGS:-}
 fi
-cmake --build "$build_dir" --parallel "${JOBS:-$(nproc)}"
+cmake --build "$build_dir" --parallel "${JOBS:-$(nproc)}" "$@"
 echo "[build] bertlab built: $build_dir/bin/bertlab"

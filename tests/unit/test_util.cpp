@@ -2,6 +2,7 @@
 
 #include "host/plugin_host.h"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -65,7 +66,7 @@ namespace {
 
 CommandResult run_command(const std::vector<std::string>& args, const std::string& input,
                           const std::vector<std::string>& env, int signal,
-                          const std::function<bool()>& ready) {
+                          const std::function<bool()>& ready, int64_t max_file_bytes = -1) {
   TempDir tmp;
   const fs::path in_path = tmp / "stdin";
   const fs::path out_path = tmp / "stdout";
@@ -81,6 +82,13 @@ CommandResult run_command(const std::vector<std::string>& args, const std::strin
       std::_Exit(127);
     }
     for (const auto& kv : env) ::putenv(const_cast<char*>(kv.c_str()));
+    if (max_file_bytes >= 0) {
+      // As `ulimit -f`: a write past the limit fails with EFBIG (SIGXFSZ ignored, as it stays
+      // across exec) instead of killing the process.
+      ::signal(SIGXFSZ, SIG_IGN);
+      const rlimit limit{static_cast<rlim_t>(max_file_bytes), static_cast<rlim_t>(max_file_bytes)};
+      if (::setrlimit(RLIMIT_FSIZE, &limit) != 0) std::_Exit(126);
+    }
     std::vector<char*> argv;
     std::string exe = BERTLAB_EXECUTABLE;
     argv.push_back(exe.data());
@@ -120,6 +128,11 @@ CommandResult run_bertlab(const std::vector<std::string>& args, const std::strin
 CommandResult run_bertlab_signalled(const std::vector<std::string>& args, int signal,
                                     const std::function<bool()>& ready) {
   return run_command(args, "", {}, signal, ready);
+}
+
+CommandResult run_bertlab_file_limited(const std::vector<std::string>& args,
+                                       int64_t max_file_bytes) {
+  return run_command(args, "", {}, 0, nullptr, max_file_bytes);
 }
 
 std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path) {

@@ -2,6 +2,7 @@
 // Shared helpers for the test suites: fixture paths, temporary folders, running the real
 // bertlab executable.
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <nlohmann/json.hpp>
@@ -49,6 +50,11 @@ CommandResult run_bertlab(const std::vector<std::string>& args, const std::strin
 /// returns true.
 CommandResult run_bertlab_signalled(const std::vector<std::string>& args, int signal,
                                     const std::function<bool()>& ready);
+
+/// Runs `bertlab` as run_bertlab() does with no file allowed to grow past `max_file_bytes`
+/// (RLIMIT_FSIZE, as `ulimit -f`): writes past it fail as on a full disk.
+CommandResult run_bertlab_file_limited(const std::vector<std::string>& args,
+                                       int64_t max_file_bytes);
 
 /// Reads a whole file.
 std::string read_file(const std::filesystem::path& path);

@@ -129,20 +129,19 @@ fs::path train_checkpoint_dir(const fs::path& root, int64_t step) {
   return root / fmt::format("{}{:06}", kStepPrefix, step);
 }
 
-void save_train_checkpoint(const fs::path& root, const TrainState& state,
-                           const torch::nn::Module& model, const Optimizer& optimizer,
-                           const std::string& resolved_toml, int64_t keep_max) {
-  const fs::path final_dir = train_checkpoint_dir(root, state.step);
-  const fs::path tmp = root / fmt::format(".tmp-{}{:06}.{}", kStepPrefix, state.step, ::getpid());
-  fs::remove_all(tmp);
-  fs::create_directories(tmp);
+namespace {
+
+/// The files of one checkpoint, written into the (temporary) folder `dir`.
+void write_checkpoint_files(const fs::path& dir, const TrainState& state,
+                            const torch::nn::Module& model, const Optimizer& optimizer,
+                            const std::string& resolved_toml) {
   NamedTensors params;
   for (const auto& item : model.named_parameters(true)) {
     params.emplace_back(item.key(), item.value().detach());
   }
-  write_safetensors(tmp / "model.safetensors", params,
+  write_safetensors(dir / "model.safetensors", params,
                     {{"format", "pt"}, {"global_step", std::to_string(state.step)}});
-  write_safetensors(tmp / "optimizer.safetensors", optimizer.state_dict(),
+  write_safetensors(dir / "optimizer.safetensors", optimizer.state_dict(),
                     {{"global_step", std::to_string(state.step)}});
   nlohmann::ordered_json j;
   j["step"] = state.step;
@@ -153,17 +152,53 @@ void save_train_checkpoint(const fs::path& root, const TrainState& state,
   j["train_seconds"] = state.train_seconds;
   j["rng_state"] = state.rng_state.defined() ? to_hex(state.rng_state) : "";
   j["data_position"] = state.data_position;
-  write_file_atomic(tmp / "metrics.jsonl", state.metrics_lines);
-  write_file_atomic(tmp / "resolved.toml", resolved_toml);
+  write_file_atomic(dir / "metrics.jsonl", state.metrics_lines);
+  write_file_atomic(dir / "resolved.toml", resolved_toml);
   // state.json last: a folder with it is complete.
-  write_file_atomic(tmp / "state.json", j.dump(2) + "\n");
-  fs::remove_all(final_dir);
-  fs::rename(tmp, final_dir);
+  write_file_atomic(dir / "state.json", j.dump(2) + "\n");
+}
 
+/// Deletes a checkpoint folder so that no moment of the deletion leaves a folder that looks
+/// whole: it is renamed out of the listing first (one atomic step), then removed.
+void remove_checkpoint(const fs::path& dir) {
+  const fs::path doomed = dir.parent_path() / (".tmp-delete-" + dir.filename().string());
+  fs::remove_all(doomed);
+  fs::rename(dir, doomed);
+  sync_directory(dir.parent_path());
+  fs::remove_all(doomed);
+}
+
+}  // namespace
+
+void save_train_checkpoint(const fs::path& root, const TrainState& state,
+                           const torch::nn::Module& model, const Optimizer& optimizer,
+                           const std::string& resolved_toml, int64_t keep_max) {
+  const fs::path final_dir = train_checkpoint_dir(root, state.step);
+  const fs::path tmp = root / fmt::format(".tmp-{}{:06}.{}", kStepPrefix, state.step, ::getpid());
+  try {
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    write_checkpoint_files(tmp, state, model, optimizer, resolved_toml);
+    sync_directory(tmp);
+    if (fs::exists(final_dir)) remove_checkpoint(final_dir);
+    fs::rename(tmp, final_dir);
+    sync_directory(root);
+  } catch (const std::exception& e) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    const auto earlier = list_train_checkpoints(root);
+    throw Error(fmt::format(
+        "cannot write the checkpoint of step {}: {}. {}; free disk space (or raise the file-size "
+        "limit) and run the same command with --resume",
+        state.step, e.what(),
+        earlier.empty()
+            ? std::string("No earlier checkpoint exists")
+            : fmt::format("The earlier checkpoint {} is intact", earlier.back().string())));
+  }
   if (keep_max > 0) {
     auto all = list_train_checkpoints(root);
     for (size_t i = 0; i + static_cast<size_t>(keep_max) < all.size(); ++i) {
-      fs::remove_all(all[i]);
+      remove_checkpoint(all[i]);
     }
   }
 }

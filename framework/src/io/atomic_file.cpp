@@ -41,6 +41,16 @@ void write_file_atomic(const fs::path& path, std::string_view contents) {
     fs::remove(tmp, ec);
     throw Error(fmt::format("{}: cannot rename into place: {}", path.string(), std::strerror(err)));
   }
+  sync_directory(path.has_parent_path() ? path.parent_path() : fs::path("."));
+}
+
+void sync_directory(const fs::path& dir) {
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  BERTLAB_CHECK(fd >= 0, "{}: cannot open the folder: {}", dir.string(), std::strerror(errno));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  BERTLAB_CHECK(rc == 0, "{}: cannot flush the folder: {}", dir.string(), std::strerror(err));
 }
 
 }  // namespace bertlab

@@ -155,7 +155,9 @@ NamedTensors read_safetensors(const fs::path& path, std::map<std::string, std::s
     uint64_t begin, end;
   };
   std::vector<Entry> entries;
-  for (const auto& [name, info] : header.items()) {
+  for (const auto& item : header.items()) {
+    const std::string& name = item.key();  // not a structured binding: the lambda captures it
+    const auto& info = item.value();
     if (name == "__metadata__") {
       BERTLAB_CHECK_AS(DataError, info.is_object(), "{}: __metadata__ is not an object", where);
       for (const auto& [k, v] : info.items()) {
