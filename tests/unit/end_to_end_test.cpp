@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -374,6 +375,52 @@ TEST(EndToEndLaunch, AFailingRankStopsTheOthersAndSetsTheExitCode) {
   EXPECT_NE(r.err.find("launch: rank 1 exited with 3; stopping the other ranks"), std::string::npos)
       << r.err;
   EXPECT_LT(waited, 30.0);
+}
+
+// Rank 1 is killed (SIGKILL) once rank 0 has logged 5 steps: rank 0 fails naming rank 1 as the
+// one that stopped responding, long before its 20 s timeout, and launch says rank 1 died first.
+TEST(EndToEndLaunch, AKilledRankIsNamedByTheOthersAndByLaunch) {
+  TempDir dir;
+  const std::string partial = (dir.path() / "launch/mirrored-env-2/metrics.jsonl.partial").string();
+  const std::string script =
+      "if [ \"$RANK\" = 1 ]; then (while [ \"$(cat '" + partial +
+      "' 2>/dev/null | wc -l)\" -lt 5 ]; do sleep 0.05; done; kill -9 $$) & fi; exec " +
+      BERTLAB_EXECUTABLE + " run " + data_path("experiments/launch.toml").string() +
+      " --variant mirrored-env-2 --output-dir " + dir.path().string() +
+      " --set train.num_train_steps=100000 --set strategy.timeout_s=20";
+  const auto start = std::chrono::steady_clock::now();
+  auto r = run_bertlab({"launch", "--nproc", "2", "--", "/bin/sh", "-c", script});
+  const double waited =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.exit_code, 128 + SIGKILL) << r.out << r.err;
+  EXPECT_NE(r.out.find("[rank 0] error: [comm] rank 0 of 2: all_reduce failed"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("rank 1 stopped responding (killed, crashed or stuck)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.err.find("launch: rank 1 failed first: it was killed by SIGKILL (exit code 137)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_LT(waited, 20.0 + 10.0 + 30.0) << "the timeout, 10 s, and the time to start";
+}
+
+// A rank started with another configuration (here another learning rate) is refused before
+// training: every rank's resolved configuration is compared at the rendezvous.
+TEST(EndToEndLaunch, ARankWithAnotherConfigurationIsRefusedAtStart) {
+  TempDir dir;
+  const std::string script =
+      std::string(
+          "extra=; if [ \"$RANK\" = 1 ]; then extra='--set optimizer.learning_rate=2e-3'; "
+          "fi; exec ") +
+      BERTLAB_EXECUTABLE + " run " + data_path("experiments/launch.toml").string() +
+      " --variant mirrored-env-2 --output-dir " + dir.path().string() + " $extra";
+  auto r = run_bertlab({"launch", "--nproc", "2", "--", "/bin/sh", "-c", script});
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.out.find("optimizer.learning_rate differs between the ranks (rank 0: 0.001, rank 1: "
+                       "0.002)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("every rank must run the same configuration"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(dir.path() / "launch/mirrored-env-2/metrics.jsonl"));
 }
 
 TEST(EndToEndLaunch, TheEnvLauncherWithoutRanksIsAConfigError) {

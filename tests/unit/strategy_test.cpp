@@ -160,5 +160,37 @@ TEST_F(StrategyPlugins, ARankThatStopsMakesTheOthersFailWithinTheTimeout) {
       << error;
 }
 
+// Ranks whose collectives differ in size (another model on one rank) get an error on every
+// rank naming both sizes, not a hang or a sum of unrelated bytes.
+TEST(Communicator, RanksThatDisagreeOnACollectiveSizeFailOnEveryRank) {
+  auto store = RendezvousStore::in_process();
+  std::vector<std::string> errors(kWorld);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto comm = make_gloo_communicator(*store, r, kWorld, std::chrono::seconds(10));
+        std::vector<at::Tensor> same{at::ones({3})};
+        comm->all_reduce_sum(same);  // agreeing sizes pass
+        EXPECT_TRUE(at::equal(same[0], at::full({3}, 2.f)));
+        std::vector<at::Tensor> grads{at::ones({r == 0 ? 4 : 5})};
+        comm->all_reduce_sum(grads);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_NE(errors[0].find("[comm] rank 0 of 2: the ranks disagree on the size of a all_reduce: "
+                           "this rank passes 1 tensor(s) of 4 elements, the ranks pass 1 to 1 "
+                           "tensors of 4 to 5 elements"),
+            std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("rank 1 of 2: the ranks disagree on the size of a all_reduce: this "
+                           "rank passes 1 tensor(s) of 5 elements"),
+            std::string::npos)
+      << errors[1];
+}
+
 }  // namespace
 }  // namespace bertlab

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace bertlab {
 
@@ -31,8 +32,17 @@ class RendezvousStore {
   RendezvousStore();
 };
 
+/// Publishes `text` under `key` as this rank's and returns every rank's (index: rank), waiting
+/// for each up to `timeout`. Throws Error naming the ranks that did not publish in time.
+std::vector<std::string> exchange_text(const RendezvousStore& store, const std::string& key,
+                                       const std::string& text, int rank, int world_size,
+                                       std::chrono::milliseconds timeout);
+
 /// Joins the group as `rank` of `world_size` (blocks until every rank has joined or `timeout`
-/// passes). Every collective of the result fails after `timeout` instead of hanging.
+/// passes). Every collective of the result fails after `timeout` instead of hanging, and first
+/// checks that every rank passes the same sizes (an error, not a hang or silent corruption,
+/// when they do not). While it lives, a heartbeat in the store tells the others this rank is
+/// alive, so that a failed collective names a rank that was killed or crashed.
 /// `hostname`: the address Gloo binds to (loopback for ranks on this machine).
 std::unique_ptr<Communicator> make_gloo_communicator(const RendezvousStore& store, int rank,
                                                      int world_size,

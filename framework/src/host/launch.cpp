@@ -43,7 +43,14 @@ struct Rank {
   std::string pending;  // output not yet ending in a newline
   bool done = false;
   int exit_code = 0;
+  std::string how;  // "exited with 3", "was killed by SIGKILL (exit code 137)"
 };
+
+/// SIGKILL, SIGSEGV, ... (signal 42 when the C library has no name for it).
+std::string sigabbrev(int signal) {
+  const char* name = ::sigabbrev_np(signal);
+  return name != nullptr ? fmt::format("SIG{}", name) : fmt::format("signal {}", signal);
+}
 
 void emit(int rank, const std::string& line) {
   std::string out = fmt::format("[rank {}] {}\n", rank, line);
@@ -131,12 +138,14 @@ int launch_processes(const LaunchOptions& options) {
       int status = 0;
       ::waitpid(rank.pid, &status, 0);
       rank.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      rank.how = WIFEXITED(status) ? fmt::format("exited with {}", rank.exit_code)
+                                   : fmt::format("was killed by {} (exit code {})",
+                                                 sigabbrev(WTERMSIG(status)), rank.exit_code);
       rank.done = true;
       --remaining;
       if (rank.exit_code != 0 && first_failure < 0) {
         first_failure = owners[i];
-        log_warning("comm", "launch: rank {} exited with {}; stopping the other ranks", owners[i],
-                    rank.exit_code);
+        log_warning("comm", "launch: rank {} {}; stopping the other ranks", owners[i], rank.how);
         for (auto& other : ranks) {
           if (!other.done) ::kill(-other.pid, SIGTERM);
         }
@@ -144,6 +153,9 @@ int launch_processes(const LaunchOptions& options) {
     }
   }
   if (first_failure >= 0) {
+    log_line(LogLevel::kError, "comm",
+             fmt::format("launch: rank {} failed first: it {}; the other ranks were stopped",
+                         first_failure, ranks[first_failure].how));
     return ranks[first_failure].exit_code;
   }
   return 0;

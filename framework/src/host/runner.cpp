@@ -16,6 +16,7 @@
 #include <torch/nn/module.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -23,10 +24,12 @@
 #include <cstdio>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -478,6 +481,45 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   return outcome;
 }
 
+/// Refuses to train when the ranks' resolved configurations differ (a rank started with other
+/// --set values, another experiment file, other data): every rank publishes its resolved.toml
+/// and compares it with every other's; the error lists each key that differs, by rank.
+void check_same_configuration(const RendezvousStore& store, const ProcessRank& process,
+                              const std::string& resolved_toml, std::chrono::milliseconds timeout) {
+  const auto all =
+      exchange_text(store, "config", resolved_toml, process.rank, process.world_size, timeout);
+  std::vector<std::map<std::string, std::string>> settings;
+  for (int r = 0; r < process.world_size; ++r) {
+    settings.push_back(flatten_resolved_toml(all[r], fmt::format("rank {}'s configuration", r)));
+  }
+  std::set<std::string> keys;
+  for (const auto& one : settings) {
+    for (const auto& [k, v] : one) keys.insert(k);
+  }
+  std::vector<std::string> differences;
+  for (const auto& key : keys) {
+    std::vector<std::string> values;
+    for (const auto& one : settings) {
+      auto it = one.find(key);
+      values.push_back(it == one.end() ? "(unset)" : it->second);
+    }
+    if (std::all_of(values.begin(), values.end(), [&](const auto& v) { return v == values[0]; })) {
+      continue;
+    }
+    std::vector<std::string> by_rank;
+    for (size_t r = 0; r < values.size(); ++r)
+      by_rank.push_back(fmt::format("rank {}: {}", r, values[r]));
+    differences.push_back(
+        fmt::format("{} differs between the ranks ({})", key, fmt::join(by_rank, ", ")));
+  }
+  if (differences.empty()) return;
+  differences.push_back(fmt::format(
+      "[comm] rank {} of {}: every rank must run the same configuration; start them all with the "
+      "same experiment file and --set arguments",
+      process.rank, process.world_size));
+  throw ConfigError(differences);
+}
+
 /// This process is one rank of a launched run: it joins the others through a TCP store at
 /// MASTER_ADDR:MASTER_PORT (one per process, shared by its variants under a per-variant prefix).
 TrainOutcome train_process_rank(const TrainLoop& loop, torch::nn::Module& model,
@@ -495,6 +537,7 @@ TrainOutcome train_process_rank(const TrainLoop& loop, torch::nn::Module& model,
                                      loopback ? "127.0.0.1" : process.master_addr);
   log_info("comm", "rank {} of {}: Gloo over TCP store {}:{}", process.rank, process.world_size,
            process.master_addr, process.master_port);
+  check_same_configuration(*store, process, loop.experiment_variant->resolved_toml, timeout);
   return train_rank(loop, model, *comm);
 }
 
@@ -728,7 +771,10 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   loop.log_every = variant.train.get_int("log_every_steps");
   loop.dir = result.dir;
   loop.start = start;
-  loop.stop_after = files ? num_train_steps : std::min(num_train_steps, hooks.max_steps);
+  // gradcheck stops after its steps; a run trains every step, on every rank (a launched run's
+  // secondary processes write no files but train as long as rank 0).
+  loop.stop_after =
+      hooks.max_steps > 0 ? std::min(num_train_steps, hooks.max_steps) : num_train_steps;
   loop.write_metrics = files;
   loop.hooks = &hooks;
   loop.check_every = variant.strategy_host.get_int("check_every_steps");
@@ -741,12 +787,14 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   if (do_train) {
     const std::string micro_batches =
         accumulation > 1 ? fmt::format(" in {} micro-batches", accumulation) : "";
+    // Replicas of this step: threads of this process, or the launched processes.
+    const int64_t ranks = env_launcher ? process->world_size : replicas;
     if (task->streams_train_data()) {
       log_info("train", "streamed examples, batch {} over {} replica(s){}, {} steps", batch_size,
-               replicas, micro_batches, num_train_steps);
+               ranks, micro_batches, num_train_steps);
     } else {
       log_info("train", "{} examples, batch {} over {} replica(s){}, {} steps ({} per epoch)",
-               num_examples, batch_size, replicas, micro_batches, num_train_steps,
+               num_examples, batch_size, ranks, micro_batches, num_train_steps,
                num_examples / batch_size);
     }
     const double timeout_s = variant.strategy_host.get_float("timeout_s");

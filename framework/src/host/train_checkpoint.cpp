@@ -96,8 +96,10 @@ at::Tensor from_hex(const std::string& hex, const fs::path& file) {
   return t;
 }
 
-/// section.key → value as TOML text, from a resolved.toml.
-std::map<std::string, std::string> flatten(const std::string& toml_text, const std::string& what) {
+}  // namespace
+
+std::map<std::string, std::string> flatten_resolved_toml(const std::string& toml_text,
+                                                         const std::string& what) {
   std::map<std::string, std::string> out;
   toml::table table;
   try {
@@ -122,8 +124,6 @@ std::map<std::string, std::string> flatten(const std::string& toml_text, const s
   }
   return out;
 }
-
-}  // namespace
 
 fs::path train_checkpoint_dir(const fs::path& root, int64_t step) {
   return root / fmt::format("{}{:06}", kStepPrefix, step);
@@ -253,8 +253,8 @@ TrainCheckpoint load_train_checkpoint(const fs::path& dir) {
 std::vector<std::string> compare_resume_config(const std::string& saved_toml,
                                                const std::string& current_toml,
                                                const fs::path& dir) {
-  const auto saved = flatten(saved_toml, (dir / "resolved.toml").string());
-  const auto now = flatten(current_toml, "the current configuration");
+  const auto saved = flatten_resolved_toml(saved_toml, (dir / "resolved.toml").string());
+  const auto now = flatten_resolved_toml(current_toml, "the current configuration");
   std::set<std::string> keys;
   for (const auto& [k, v] : saved) keys.insert(k);
   for (const auto& [k, v] : now) keys.insert(k);

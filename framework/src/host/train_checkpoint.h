@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,6 +51,10 @@ struct TrainCheckpoint {
 
 /// VARIANT/checkpoints/step-NNNNNN.
 std::filesystem::path train_checkpoint_dir(const std::filesystem::path& root, int64_t step);
+
+/// section.key → value as TOML text, from a resolved.toml (`what` names it in errors).
+std::map<std::string, std::string> flatten_resolved_toml(const std::string& toml_text,
+                                                         const std::string& what);
 
 /// Writes the checkpoint of `state` under `root` (VARIANT/checkpoints) atomically, then deletes
 /// the oldest ones beyond `keep_max` (0 keeps all).
