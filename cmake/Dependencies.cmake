@@ -8,6 +8,8 @@ find_package(Boost 1.74 REQUIRED COMPONENTS filesystem)
 find_package(Threads REQUIRED)
 # The table format of TensorFlow checkpoint indexes is LevelDB's.
 find_package(leveldb CONFIG REQUIRED)
+# Its blocks may be snappy-compressed; the reader checks their sizes before LevelDB allocates.
+find_library(SNAPPY_LIBRARY snappy REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(UTF8PROC REQUIRED IMPORTED_TARGET libutf8proc)
 # .json.zip SQuAD files (the squad plugin). pkg-config: Debian's libzip CMake package names

@@ -21,7 +21,12 @@ bash scripts/build.sh --target bertlab_fuzz_targets
 build_dir="$BUILD_DIR"
 case "$build_dir" in /*) ;; *) build_dir="$root/$build_dir" ;; esac
 
-targets=${FUZZ_TARGETS:-$(sed -n 's/^set(BERTLAB_FUZZ_TARGETS \(.*\) CACHE.*/\1/p;' tests/fuzz/CMakeLists.txt)}
+# Every tests/fuzz/<target>_fuzz.cpp is a target.
+targets=${FUZZ_TARGETS:-$(cd tests/fuzz && ls ./*_fuzz.cpp | sed 's|^\./||; s|_fuzz\.cpp$||')}
+if [[ -z $targets ]]; then
+  echo "[fuzz] no targets found in tests/fuzz" >&2
+  exit 1
+fi
 summary="$build_dir/fuzz/summary.md"
 {
   echo "| target | seconds | executions | exec/s | corpus files | crashes |"
@@ -32,11 +37,12 @@ for t in $targets; do
   exe="$build_dir/fuzz/fuzz_$t"
   corpus="$build_dir/fuzz/corpus/$t"
   artifacts="$build_dir/fuzz/artifacts/$t"
+  rm -rf "$artifacts"
   mkdir -p "$corpus" "$artifacts"
   while read -r seed; do
     [[ -n $seed ]] && cp -f "$root/$seed" "$corpus/seed-$(basename "$seed")"
   done <"tests/fuzz/seeds/$t.list"
-  regressions="tests/fuzz-regressions/$t"
+  regressions="$root/tests/fuzz-regressions/$t"
   extra=()
   [[ -d $regressions ]] && extra=("$regressions")
   log="$build_dir/fuzz/$t.log"

@@ -10,6 +10,7 @@ packages=(
   libtomlplusplus-dev libfmt-dev libboost-dev libboost-filesystem-dev
   libgtest-dev nlohmann-json3-dev libutf8proc-dev libcli11-dev libleveldb-dev libsnappy-dev libzip-dev
   clang-format
+  clang-14 libclang-rt-14-dev libfuzzer-14-dev  # scripts/fuzz.sh, scripts/test.sh --sanitize=...
   python3-torch  # bench/python_reference.py: the same step in PyTorch, on the same libtorch
 )
 

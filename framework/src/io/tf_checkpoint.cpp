@@ -8,12 +8,15 @@
 #include <leveldb/iterator.h>
 #include <leveldb/options.h>
 #include <leveldb/table.h>
+#include <snappy.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string_view>
 #include <utility>
@@ -347,6 +350,86 @@ using Records = std::vector<std::pair<std::string, std::string>>;
                   file.string(), what, status.ToString()));
 }
 
+/// A little-endian base-128 varint of `bytes` at *pos; false when it runs past the end.
+bool table_varint(std::string_view bytes, size_t* pos, uint64_t* out) {
+  *out = 0;
+  for (int shift = 0; shift < 64 && *pos < bytes.size(); shift += 7) {
+    const auto b = static_cast<uint8_t>(bytes[(*pos)++]);
+    *out |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) return true;
+  }
+  return false;
+}
+
+/// Checks, before LevelDB reads the table, every size it would allocate by: LevelDB allocates
+/// a block's bytes as its handle says before reading them, and a snappy block's uncompressed
+/// size as its header says, so a corrupt handle would ask for gigabytes. Verified here against
+/// the file: the footer's index handle, each data block handle in the index block, and each
+/// compressed block's uncompressed size against what snappy can expand to.
+void check_table_sizes(const fs::path& file, std::string_view bytes) {
+  const std::string where = file.string();
+  auto fail = [&](const std::string& what) {
+    throw DataError(
+        fmt::format("{}: the checkpoint index (a LevelDB table) is corrupt: {}", where, what));
+  };
+  const uint64_t body = bytes.size() - kTableFooterBytes;  // is_tf_checkpoint_index checked
+  constexpr uint64_t kTrailer = 5;                         // type byte + crc32c
+  // A block of `size` bytes at `offset`, and its bytes once uncompressed.
+  auto block = [&](uint64_t offset, uint64_t size, const std::string& what) {
+    if (offset > body || size > body - offset || body - offset - size < kTrailer) {
+      fail(fmt::format("{} of {} bytes at byte {} runs past the end of the {}-byte file", what,
+                       size, offset, bytes.size()));
+    }
+    const std::string_view raw = bytes.substr(offset, size);
+    const auto type = static_cast<uint8_t>(bytes[offset + size]);
+    if (type == 0) return std::string(raw);
+    if (type != 1) fail(fmt::format("{} has compression type {} (0 none, 1 snappy)", what, type));
+    size_t expanded = 0;
+    // Snappy emits at most 64 bytes per 2-byte copy element: 32x bounds any valid stream.
+    if (!snappy::GetUncompressedLength(raw.data(), raw.size(), &expanded) ||
+        expanded > 32 * raw.size() + 64) {
+      fail(fmt::format("{}'s snappy header claims {} bytes from {}", what, expanded, raw.size()));
+    }
+    std::string out;
+    if (!snappy::Uncompress(raw.data(), raw.size(), &out)) fail(what + " is not valid snappy");
+    return out;
+  };
+  size_t pos = body;
+  uint64_t meta_offset = 0, meta_size = 0, index_offset = 0, index_size = 0;
+  const std::string_view footer = bytes.substr(0, body + 40);
+  if (!table_varint(footer, &pos, &meta_offset) || !table_varint(footer, &pos, &meta_size) ||
+      !table_varint(footer, &pos, &index_offset) || !table_varint(footer, &pos, &index_size)) {
+    fail("its footer's block handles are not varints");
+  }
+  block(meta_offset, meta_size, "the metaindex block");
+  const std::string index = block(index_offset, index_size, "the index block");
+  // A block: entries (shared, unshared, value lengths, key delta, value), then the restart
+  // offsets (uint32 each) and their count (uint32).
+  if (index.size() < 4) fail("the index block has no restart count");
+  uint32_t restarts = 0;
+  std::memcpy(&restarts, index.data() + index.size() - 4, 4);
+  if (restarts > (index.size() - 4) / 4)
+    fail(fmt::format("the index block claims {} restarts", restarts));
+  const std::string_view entries(index.data(), index.size() - 4 - 4 * uint64_t{restarts});
+  for (size_t at = 0; at < entries.size();) {
+    uint64_t shared = 0, unshared = 0, value_size = 0;
+    if (!table_varint(entries, &at, &shared) || !table_varint(entries, &at, &unshared) ||
+        !table_varint(entries, &at, &value_size) || unshared > entries.size() - at ||
+        value_size > entries.size() - at - unshared) {
+      fail(fmt::format("the index block's entry at byte {} runs past the block", at));
+    }
+    at += unshared;
+    size_t v = 0;
+    const std::string_view value = entries.substr(at, value_size);
+    uint64_t offset = 0, size = 0;
+    if (!table_varint(value, &v, &offset) || !table_varint(value, &v, &size)) {
+      fail("an index entry is not a block handle");
+    }
+    block(offset, size, fmt::format("the data block at byte {}", offset));
+    at += value_size;
+  }
+}
+
 /// Every key and value of the table `file`, in key order, block checksums verified.
 Records read_table(const fs::path& file) {
   leveldb::Env* env = leveldb::Env::Default();
@@ -358,6 +441,12 @@ Records read_table(const fs::path& file) {
                    "{}: not a TensorFlow checkpoint index: {} bytes, and its last 8 bytes are not "
                    "the LevelDB table magic number; the file is truncated or is something else",
                    file.string(), size);
+  {
+    std::ifstream in(file, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    BERTLAB_CHECK_AS(DataError, bytes.size() == size, "{}: cannot read it", file.string());
+    check_table_sizes(file, bytes);
+  }
   leveldb::RandomAccessFile* raw_file = nullptr;
   s = env->NewRandomAccessFile(file.string(), &raw_file);
   if (!s.ok()) throw_leveldb(file, "opening", s);

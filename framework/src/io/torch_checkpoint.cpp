@@ -3,6 +3,7 @@
 #include <bertlab/io/torch_checkpoint.h>
 #include <caffe2/serialize/inline_container.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -59,6 +60,91 @@ auto zip_call(const std::string& where, F&& f) -> decltype(f()) {
   }
 }
 
+uint64_t le(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; --i) v = (v << 8) | p[i];
+  return v;
+}
+
+/// Refuses an archive whose central directory claims a record larger than the file: torch.save
+/// stores records uncompressed, and the zip reader allocates a record's claimed size before it
+/// reads a byte. Reads only the end-of-central-directory record(s) and the directory itself.
+void check_record_sizes(const fs::path& path, const std::string& where) {
+  std::ifstream in(path, std::ios::binary);
+  in.seekg(0, std::ios::end);
+  const auto file_size = static_cast<uint64_t>(in.tellg());
+  auto read_at = [&](uint64_t offset, uint64_t n) {
+    std::string out(n, '\0');
+    in.seekg(static_cast<std::streamoff>(offset));
+    in.read(out.data(), static_cast<std::streamsize>(n));
+    out.resize(static_cast<size_t>(in.gcount()));
+    in.clear();
+    return out;
+  };
+  auto corrupt = [&](const std::string& what) {
+    return DataError(fmt::format(
+        "{}: not a readable torch.save zip archive (truncated or corrupt?): {}", where, what));
+  };
+  // The end-of-central-directory record: 22 bytes plus a comment of up to 65535.
+  const uint64_t tail_size = std::min<uint64_t>(file_size, 22 + 65535);
+  const std::string tail = read_at(file_size - tail_size, tail_size);
+  const auto* t = reinterpret_cast<const unsigned char*>(tail.data());
+  size_t eocd = std::string::npos;
+  for (size_t i = tail.size() >= 22 ? tail.size() - 22 + 1 : 0; i-- > 0;) {
+    if (le(t + i, 4) == 0x06054b50) {
+      eocd = i;
+      break;
+    }
+  }
+  if (eocd == std::string::npos) throw corrupt("no end-of-central-directory record");
+  uint64_t entries = le(t + eocd + 10, 2), dir_size = le(t + eocd + 12, 4),
+           dir_offset = le(t + eocd + 16, 4);
+  if (entries == 0xffff || dir_size == 0xffffffff || dir_offset == 0xffffffff) {
+    // Zip64: the locator (20 bytes) before the record points at the zip64 record.
+    const uint64_t eocd_at = file_size - tail_size + eocd;
+    if (eocd_at < 20) throw corrupt("a zip64 archive without its locator");
+    const std::string locator = read_at(eocd_at - 20, 20);
+    const auto* l = reinterpret_cast<const unsigned char*>(locator.data());
+    if (locator.size() != 20 || le(l, 4) != 0x07064b50) throw corrupt("no zip64 locator");
+    const std::string record = read_at(le(l + 8, 8), 56);
+    const auto* r = reinterpret_cast<const unsigned char*>(record.data());
+    if (record.size() != 56 || le(r, 4) != 0x06064b50) throw corrupt("no zip64 directory record");
+    entries = le(r + 32, 8);
+    dir_size = le(r + 40, 8);
+    dir_offset = le(r + 48, 8);
+  }
+  if (dir_offset > file_size || dir_size > file_size - dir_offset) {
+    throw corrupt(
+        fmt::format("its central directory ({} bytes at byte {}) runs past the end of "
+                    "the {}-byte file",
+                    dir_size, dir_offset, file_size));
+  }
+  const std::string dir = read_at(dir_offset, dir_size);
+  const auto* d = reinterpret_cast<const unsigned char*>(dir.data());
+  size_t at = 0;
+  for (uint64_t e = 0; e < entries && at + 46 <= dir.size(); ++e) {
+    if (le(d + at, 4) != 0x02014b50) break;  // the zip reader reports a broken directory
+    uint64_t size = le(d + at + 24, 4);
+    const size_t name_len = le(d + at + 28, 2), extra_len = le(d + at + 30, 2),
+                 comment_len = le(d + at + 32, 2);
+    if (at + 46 + name_len + extra_len > dir.size()) break;
+    const std::string name(dir.data() + at + 46, name_len);
+    if (size == 0xffffffff) {
+      // The zip64 extra field (id 1) starts with the uncompressed size.
+      for (size_t x = at + 46 + name_len; x + 4 <= at + 46 + name_len + extra_len;) {
+        const uint64_t id = le(d + x, 2), len = le(d + x + 2, 2);
+        if (id == 1 && len >= 8 && x + 12 <= dir.size()) size = le(d + x + 4, 8);
+        x += 4 + len;
+      }
+    }
+    if (size > file_size) {
+      throw corrupt(fmt::format("record {} claims {} bytes, more than the whole file ({} bytes)",
+                                name, size, file_size));
+    }
+    at += 46 + name_len + extra_len + comment_len;
+  }
+}
+
 /// A whole record, as a 1-D uint8 CPU tensor that owns the reader's buffer.
 at::Tensor record_tensor(caffe2::serialize::PyTorchStreamReader& reader, const std::string& name) {
   auto [data, size] = reader.getRecord(name);
@@ -101,6 +187,7 @@ NamedTensors read_torch_checkpoint(const fs::path& path) {
         where));
   }
   // Records are named relative to the archive's top folder (archive/data.pkl is "data.pkl").
+  check_record_sizes(path, where);
   auto reader = zip_call(
       where, [&] { return std::make_unique<caffe2::serialize::PyTorchStreamReader>(where); });
   if (!zip_call(where, [&] { return reader->hasRecord("data.pkl"); })) {

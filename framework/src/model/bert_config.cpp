@@ -80,7 +80,7 @@ BertConfig BertConfig::from_json_file(const std::filesystem::path& path) {
   nlohmann::json json;
   try {
     json = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors, numbers too large
     throw ConfigError(fmt::format("{}: not valid JSON: {}", path.string(), e.what()));
   }
   if (!json.is_object()) {

@@ -79,7 +79,7 @@ InstanceFeatures parse_json_instance(const std::string& text, const std::string&
   nlohmann::json line;
   try {
     line = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse errors, numbers too large
     throw DataError(fmt::format("{}: not JSON: {}", where, e.what()));
   }
   InstanceFeatures f;

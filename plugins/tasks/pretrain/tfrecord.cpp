@@ -288,7 +288,8 @@ bool TfRecordReader::next(std::string* record) {
   std::memcpy(&length, header, 8);
   std::memcpy(&length_crc, header + 8, 4);
   if (crc32c_mask(crc32c(header, 8)) != length_crc) fail("length checksum mismatch");
-  if (size_ - offset_ - 12 < length + 4) fail("truncated record");
+  // Compared without adding to `length` (a corrupt one may be near 2^64).
+  if (size_ - offset_ - 12 < 4 || length > size_ - offset_ - 16) fail("truncated record");
   if (record == nullptr) {
     in_.seekg(static_cast<std::streamoff>(length + 4), std::ios::cur);
   } else {

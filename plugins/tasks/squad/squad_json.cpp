@@ -108,6 +108,9 @@ nlohmann::json parse_json(const std::string& text, const std::filesystem::path& 
     const size_t colon = what.find(": ", what.find("parse error"));
     if (colon != std::string::npos) what = what.substr(colon + 2);
     throw DataError(fmt::format("{}:{}:{}: malformed JSON: {}", path.string(), line, column, what));
+  } catch (const nlohmann::json::exception& e) {
+    // A number too large for a double (out_of_range.406): nlohmann gives no position.
+    throw DataError(fmt::format("{}: malformed JSON: {}", path.string(), e.what()));
   }
 }
 
