@@ -8,6 +8,7 @@
 #include <bertlab/strategy.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <thread>
 
 #include "comm/gloo_communicator.h"
@@ -47,6 +48,27 @@ at::Tensor mean_embedding() {
   return at::tensor({25.f, 30.f, 18.f, 24.f, 0.f, 0.f, 1.5f, 2.f, 5.f, 10.f}).view({5, 2});
 }
 
+/// Runs `body(rank, communicator)` on kWorld thread ranks joined through one in-process store;
+/// returns each rank's error message ("" when it finished).
+std::vector<std::string> on_every_rank(std::chrono::seconds timeout,
+                                       const std::function<void(int, Communicator&)>& body) {
+  auto store = RendezvousStore::in_process();
+  std::vector<std::string> errors(kWorld);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kWorld; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto comm = make_gloo_communicator(*store, r, kWorld, timeout);
+        body(r, *comm);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
 class StrategyPlugins : public ::testing::Test {
  protected:
   /// Runs strategy `name` with `options` on both replicas; returns each rank's result.
@@ -56,23 +78,12 @@ class StrategyPlugins : public ::testing::Test {
         bertlab::testing::builtin_plugins().registry().find(ComponentKind::kStrategy, name);
     EXPECT_NE(c, nullptr) << name;
     ConfigView view("strategy", c->spec.options, std::move(options));
-    auto store = RendezvousStore::in_process();
     std::vector<GradientSet> out(kWorld);
-    std::vector<std::string> errors(kWorld);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < kWorld; ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          auto comm = make_gloo_communicator(*store, r, kWorld, std::chrono::seconds(30));
-          auto strategy = c->strategy_factory(view);
-          out[r] = local_gradients(r);
-          strategy->reduce_gradients(out[r], *comm);
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
+    const auto errors = on_every_rank(std::chrono::seconds(30), [&](int r, Communicator& comm) {
+      auto strategy = c->strategy_factory(view);
+      out[r] = local_gradients(r);
+      strategy->reduce_gradients(out[r], comm);
+    });
     for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
     return out;
   }
@@ -163,24 +174,13 @@ TEST_F(StrategyPlugins, ARankThatStopsMakesTheOthersFailWithinTheTimeout) {
 // Ranks whose collectives differ in size (another model on one rank) get an error on every
 // rank naming both sizes, not a hang or a sum of unrelated bytes.
 TEST(Communicator, RanksThatDisagreeOnACollectiveSizeFailOnEveryRank) {
-  auto store = RendezvousStore::in_process();
-  std::vector<std::string> errors(kWorld);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kWorld; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto comm = make_gloo_communicator(*store, r, kWorld, std::chrono::seconds(10));
-        std::vector<at::Tensor> same{at::ones({3})};
-        comm->all_reduce_sum(same);  // agreeing sizes pass
-        EXPECT_TRUE(at::equal(same[0], at::full({3}, 2.f)));
-        std::vector<at::Tensor> grads{at::ones({r == 0 ? 4 : 5})};
-        comm->all_reduce_sum(grads);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+  const auto errors = on_every_rank(std::chrono::seconds(10), [](int r, Communicator& comm) {
+    std::vector<at::Tensor> same{at::ones({3})};
+    comm.all_reduce_sum(same);  // agreeing sizes pass
+    EXPECT_TRUE(at::equal(same[0], at::full({3}, 2.f)));
+    std::vector<at::Tensor> grads{at::ones({r == 0 ? 4 : 5})};
+    comm.all_reduce_sum(grads);
+  });
   EXPECT_NE(errors[0].find("[comm] rank 0 of 2: the ranks disagree on the size of a all_reduce: "
                            "this rank passes 1 tensor(s) of 4 elements, the ranks pass 1 to 1 "
                            "tensors of 4 to 5 elements"),
