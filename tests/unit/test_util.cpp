@@ -72,6 +72,10 @@ CommandResult run_command(const std::vector<std::string>& args, const std::strin
   const fs::path out_path = tmp / "stdout";
   const fs::path err_path = tmp / "stderr";
   write_file(in_path, input);
+  // Created here: a signal that lands before the child has reopened its streams leaves them
+  // empty, not missing.
+  write_file(out_path, "");
+  write_file(err_path, "");
 
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
