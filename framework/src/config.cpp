@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 
 namespace bertlab {
 
@@ -199,6 +200,17 @@ std::optional<std::string> check_value(const OptionDecl& decl, const OptionValue
   return std::nullopt;
 }
 
+namespace {
+
+/// Guards every ConfigView's record of reads: the replicas of one run are threads that build
+/// their strategy and optimizer from the same view at once.
+std::mutex& reads_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+}  // namespace
+
 ConfigView::ConfigView(std::string section, std::vector<OptionDecl> decls,
                        std::map<std::string, OptionValue> values)
     : section_(std::move(section)), decls_(std::move(decls)), values_(std::move(values)) {}
@@ -212,7 +224,10 @@ const OptionValue& ConfigView::lookup(std::string_view key, OptionType expected)
                     (expected == OptionType::kString && decl->type == OptionType::kPath);
   BERTLAB_CHECK(compatible, "[{}] {}: declared as {}, read as {}", section_, key,
                 to_string(decl->type), to_string(expected));
-  reads_.insert(std::string(key));
+  {
+    std::lock_guard<std::mutex> lock(reads_mutex());
+    reads_.insert(std::string(key));
+  }
   auto it = values_.find(std::string(key));
   if (it != values_.end()) return it->second;
   BERTLAB_CHECK(decl->default_value.has_value(), "[{}] {}: required option has no value", section_,
@@ -246,6 +261,7 @@ bool ConfigView::has(std::string_view key) const { return values_.count(std::str
 
 std::vector<std::string> ConfigView::unread_keys() const {
   std::vector<std::string> out;
+  std::lock_guard<std::mutex> lock(reads_mutex());
   for (const auto& [key, value] : values_) {
     if (reads_.find(key) == reads_.end()) out.push_back(key);
   }
