@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace bertlab::pretrain {
@@ -59,7 +60,22 @@ std::vector<T> json_list(const nlohmann::json& line, const char* name, const std
   if (it == line.end() || !it->is_array()) {
     throw DataError(fmt::format("{}: no \"{}\" list (the features of create-data)", where, name));
   }
-  return it->get<std::vector<T>>();
+  std::vector<T> out;
+  out.reserve(it->size());
+  for (const auto& v : *it) {
+    // Ids and positions are integers; a float such as 1e300 would not fit (and converting it
+    // is undefined), so only the weights may be any number.
+    const bool fits = std::is_integral_v<T>
+                          ? (v.is_number_integer() &&
+                             !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX}))
+                          : v.is_number();
+    if (!fits) {
+      throw DataError(fmt::format("{}: \"{}\" holds {}, not {}", where, name, v.dump(),
+                                  std::is_integral_v<T> ? "an integer" : "a number"));
+    }
+    out.push_back(v.get<T>());
+  }
+  return out;
 }
 
 template <typename T>
