@@ -14,6 +14,9 @@ else
   echo "[lint] clang-format: ${#sources[@]} files formatted"
 fi
 
+# The CUDA-only sources, which this CPU build does not compile, for syntax.
+if [[ "${1:-}" != "--fix" ]]; then bash scripts/check-cuda.sh; fi
+
 if [[ "${BERTLAB_SKIP_TIDY:-0}" == 1 ]]; then exit 0; fi
 if [[ ! -f "$build_dir/compile_commands.json" ]]; then
   echo "[lint] no $build_dir/compile_commands.json; run scripts/build.sh first" >&2

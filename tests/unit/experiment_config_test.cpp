@@ -124,6 +124,29 @@ TEST_F(ExperimentConfig, WrongTypeOutOfRangeAndNotAllowedAreAllReported) {
       << all;
 }
 
+// NCCL needs one CUDA device per rank, so ranks that are processes on CUDA devices; any other
+// combination is refused before work starts, as is NCCL in a build without it.
+TEST_F(ExperimentConfig, NcclBackendNeedsCudaProcessRanks) {
+  fs::path path = write_experiment(
+      "\n[[variant]]\nname = \"cpu-nccl\"\nstrategy = { plugin = "
+      "\"mirrored\", replicas = 2, backend = \"nccl\" }\n");
+  auto errors = errors_of(path);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_NE(errors[0].find("strategy.backend: 'nccl' needs CUDA ranks that are processes "
+                           "(device = \"cuda\", launcher = \"env\"); this variant has device = "
+                           "\"cpu\", launcher = \"threads\""),
+            std::string::npos)
+      << errors[0];
+  path = write_experiment(
+      "\n[[variant]]\nname = \"bad\"\nstrategy = { plugin = "
+      "\"mirrored\", replicas = 2, backend = \"mpi\" }\n");
+  errors = errors_of(path);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_NE(errors[0].find("strategy.backend: must be one of auto|gloo|nccl, got \"mpi\""),
+            std::string::npos)
+      << errors[0];
+}
+
 TEST_F(ExperimentConfig, MissingRequiredKeyAndMissingFile) {
   TempDir other;
   write_file(other / "exp.toml", R"([experiment]

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "comm/gloo_communicator.h"
+#include "comm/nccl_communicator.h"
 #include "host/plugin_host.h"
 #include "host/registry.h"
 #include "test_util.h"
@@ -190,6 +191,50 @@ TEST(Communicator, RanksThatDisagreeOnACollectiveSizeFailOnEveryRank) {
                            "rank passes 1 tensor(s) of 5 elements"),
             std::string::npos)
       << errors[1];
+}
+
+// The NCCL communicator: on a machine with CUDA devices (a build against a CUDA libtorch), each
+// visible device is one thread rank and the collectives give exact sums and gathers; in a
+// CPU-only build, asking for it is a configuration error that says how to get it.
+TEST(Communicator, NcclCollectivesOnEveryDeviceOrAClearErrorWithoutCuda) {
+  auto store = RendezvousStore::in_process();
+  if (!nccl_available()) {
+    try {
+      make_nccl_communicator(*store, 0, 1, std::chrono::seconds(5), 0);
+      FAIL() << "a build without NCCL made an NCCL communicator";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("built against a CPU-only libtorch"), std::string::npos)
+          << e.what();
+    }
+    return;
+  }
+  const int world = static_cast<int>(at::globalContext().getNumGPUs());
+  std::vector<std::string> errors(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto comm = make_nccl_communicator(*store, r, world, std::chrono::seconds(60), r);
+        EXPECT_EQ(comm->backend(), "nccl");
+        const auto device = c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(r));
+        std::vector<at::Tensor> sum{at::full({1000}, static_cast<float>(r + 1), device)};
+        comm->all_reduce_sum(sum);
+        EXPECT_TRUE(at::equal(sum[0].cpu(), at::full({1000}, world * (world + 1) / 2.f)));
+        const auto gathered =
+            comm->all_gather(at::full({3}, r, at::dtype(at::kLong).device(device)));
+        ASSERT_EQ(static_cast<int>(gathered.size()), world);
+        for (int k = 0; k < world; ++k)
+          EXPECT_TRUE(at::equal(gathered[k].cpu(), at::full({3}, k, at::kLong)));
+        std::vector<at::Tensor> root{at::full({2}, static_cast<float>(r), device)};
+        comm->broadcast(root, 0);
+        EXPECT_TRUE(at::equal(root[0].cpu(), at::zeros({2})));
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < world; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #pragma once
-// Communicators over c10d's ProcessGroupGloo (CPU tensors). The ranks meet through a store:
-// a HashStore shared by the threads of one process (`replicas = N`).
+// Communicators over c10d's ProcessGroupGloo. The ranks meet through a store: a HashStore
+// shared by the threads of one process (`replicas = N`), or a TCPStore served by rank 0 for
+// ranks that are processes.
 
 #include <bertlab/communicator.h>
 
@@ -43,10 +44,12 @@ std::vector<std::string> exchange_text(const RendezvousStore& store, const std::
 /// checks that every rank passes the same sizes (an error, not a hang or silent corruption,
 /// when they do not). While it lives, a heartbeat in the store tells the others this rank is
 /// alive, so that a failed collective names a rank that was killed or crashed.
-/// `hostname`: the address Gloo binds to (loopback for ranks on this machine).
+/// `hostname`: the address Gloo binds to (loopback for ranks on this machine). `device`: where
+/// this rank's tensors live (Gloo stages CUDA tensors through the host).
 std::unique_ptr<Communicator> make_gloo_communicator(const RendezvousStore& store, int rank,
                                                      int world_size,
                                                      std::chrono::milliseconds timeout,
-                                                     const std::string& hostname = "127.0.0.1");
+                                                     const std::string& hostname = "127.0.0.1",
+                                                     c10::Device device = c10::Device(c10::kCPU));
 
 }  // namespace bertlab

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <set>
 
+#include "comm/nccl_communicator.h"
 #include "host/experiment.h"
 #include "host/host_options.h"
 
@@ -364,6 +365,21 @@ void check_strategy_host(const SectionData& data, const ConfigView& host, Diagno
   } catch (const c10::Error&) {
     diag.add(key_location(data, "device"), "strategy", "device",
              fmt::format("'{}' is not a device; use \"cpu\" or \"cuda:N\"", device));
+    return;
+  }
+  if (host.get_string("backend") != "nccl") return;
+  // NCCL: one CUDA device per rank, so ranks must be processes (thread ranks share a device).
+  const bool cuda = device.rfind("cuda", 0) == 0;
+  if (!cuda || host.get_string("launcher") != "env") {
+    diag.add(key_location(data, "backend"), "strategy", "backend",
+             fmt::format("'nccl' needs CUDA ranks that are processes (device = \"cuda\", "
+                         "launcher = \"env\"); this variant has device = \"{}\", launcher = "
+                         "\"{}\" (use backend = \"auto\" or \"gloo\")",
+                         device, host.get_string("launcher")));
+  } else if (!nccl_available()) {
+    diag.add(key_location(data, "backend"), "strategy", "backend",
+             "'nccl' needs a bertlab built against a CUDA libtorch, on a machine with a GPU; "
+             "this one has none (use backend = \"gloo\")");
   }
 }
 

@@ -66,7 +66,13 @@ std::vector<OptionDecl> train_options() {
 std::vector<OptionDecl> strategy_host_options() {
   return {
       plugin_option("strategy"),
-      string_option("device", "cpu", "cpu, or cuda:N with a CUDA libtorch"),
+      string_option("device", "cpu",
+                    "cpu, or cuda / cuda:N with a CUDA libtorch; under launcher = \"env\", "
+                    "\"cuda\" is the device LOCAL_RANK"),
+      string_option("backend", "auto",
+                    "collectives: auto = nccl for CUDA ranks that are processes, gloo otherwise "
+                    "(thread ranks share one device; Gloo stages CUDA tensors through the host)")
+          .one_of({"auto", "gloo", "nccl"}),
       int_option("replicas", 1, "data-parallel replicas (ranks) on this machine").at_least(1),
       string_option("launcher", "threads",
                     "threads: ranks are threads of this process; env: one process per rank, from "

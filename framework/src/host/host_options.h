@@ -12,7 +12,7 @@ std::vector<OptionDecl> experiment_options();
 /// Host keys of [model]; bert_config fields are added by the caller.
 std::vector<OptionDecl> model_options();
 std::vector<OptionDecl> train_options();
-/// Keys every strategy shares: plugin, device, replicas, launcher.
+/// Keys every strategy shares: plugin, device, backend, replicas, launcher, ...
 std::vector<OptionDecl> strategy_host_options();
 /// `plugin`, the only host key of [task] and [optimizer].
 OptionDecl plugin_option(const char* kind);

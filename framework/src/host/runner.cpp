@@ -34,6 +34,7 @@
 #include <thread>
 
 #include "comm/gloo_communicator.h"
+#include "comm/nccl_communicator.h"
 #include "host/process_rank.h"
 #include "host/progress.h"
 #include "host/threads.h"
@@ -94,9 +95,15 @@ class BatchOrder {
   size_t pos_ = 0;
 };
 
-c10::Device parse_device(const std::string& text) {
-  // Validated by resolve_experiment; this only converts.
-  return c10::Device(text);
+/// The device of this process's replicas (validated by resolve_experiment): "cuda" without an
+/// index is the device LOCAL_RANK for a launched rank (one GPU per process, as torchrun), else
+/// device 0.
+c10::Device resolve_device(const std::string& text, const std::optional<ProcessRank>& process) {
+  c10::Device device(text);
+  if (device.is_cuda() && !device.has_index()) {
+    device.set_index(static_cast<c10::DeviceIndex>(process ? process->local_rank : 0));
+  }
+  return device;
 }
 
 std::string format_eta(double seconds) {
@@ -533,10 +540,17 @@ TrainOutcome train_process_rank(const TrainLoop& loop, torch::nn::Module& model,
   }
   auto store = RendezvousStore::prefixed(*base, group_name);
   const bool loopback = process.master_addr == "127.0.0.1" || process.master_addr == "localhost";
-  auto comm = make_gloo_communicator(*store, process.rank, process.world_size, timeout,
-                                     loopback ? "127.0.0.1" : process.master_addr);
-  log_info("comm", "rank {} of {}: Gloo over TCP store {}:{}", process.rank, process.world_size,
-           process.master_addr, process.master_port);
+  // backend "auto": NCCL between CUDA processes (one device each), Gloo otherwise.
+  const std::string backend = loop.experiment_variant->strategy_host.get_string("backend");
+  const bool nccl = backend == "nccl" || (backend == "auto" && loop.device.is_cuda());
+  auto comm =
+      nccl ? make_nccl_communicator(*store, process.rank, process.world_size, timeout,
+                                    loop.device.index())
+           : make_gloo_communicator(*store, process.rank, process.world_size, timeout,
+                                    loopback ? "127.0.0.1" : process.master_addr, loop.device);
+  log_info("comm", "rank {} of {}: {} over TCP store {}:{}, device {}", process.rank,
+           process.world_size, nccl ? "NCCL" : "Gloo", process.master_addr, process.master_port,
+           loop.device.str());
   check_same_configuration(*store, process, loop.experiment_variant->resolved_toml, timeout);
   return train_rank(loop, model, *comm);
 }
@@ -561,7 +575,8 @@ TrainOutcome train_replicas(const TrainLoop& loop,
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       try {
-        auto comm = make_gloo_communicator(*store, r, world, timeout);
+        // Thread ranks share this process's device: Gloo (NCCL wants a device per rank).
+        auto comm = make_gloo_communicator(*store, r, world, timeout, "127.0.0.1", loop.device);
         TrainOutcome mine = train_rank(loop, *models[r], *comm);
         if (r == 0) outcome = mine;
       } catch (const Error& e) {
@@ -684,7 +699,7 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
       env_launcher ? process->local_world_size : variant.strategy_host.get_int("replicas");
   set_compute_threads(std::max<int>(1, threads / static_cast<int>(sharing)));
   const auto seed = static_cast<uint64_t>(variant.experiment.get_int("seed"));
-  const c10::Device device = parse_device(variant.strategy_host.get_string("device"));
+  const c10::Device device = resolve_device(variant.strategy_host.get_string("device"), process);
   log_info("train", "variant '{}': task {}, strategy {}, optimizer {}, {} thread(s), device {}",
            variant.name, variant.task.plugin, variant.strategy.plugin, variant.optimizer.plugin,
            threads, device.str());

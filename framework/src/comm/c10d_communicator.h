@@ -1,0 +1,176 @@
+#pragma once
+// The Communicator over one c10d process group, whichever backend: Gloo (CPU tensors, and CUDA
+// tensors staged through the host) or NCCL (CUDA tensors). Private to libbertlab.
+//
+// libtorch 1.13's ProcessGroupGloo/NCCL derive from c10d::ProcessGroup, 2.x's from c10d::Backend;
+// both keep the collectives used here (allreduce, allgather, broadcast, barrier returning a Work
+// with wait(timeout)) with the same signatures, so the group is a template parameter and the
+// difference never reaches strategy code.
+
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
+#include <bertlab/communicator.h>
+#include <bertlab/error.h>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+#include <torch/csrc/distributed/c10d/Work.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "comm/gloo_communicator.h"
+
+namespace bertlab {
+
+struct RendezvousStore::Impl {
+  c10::intrusive_ptr<c10d::Store> store;
+};
+
+namespace detail {
+
+/// The parts of a c10d communicator that do not depend on the group's type: the heartbeat that
+/// tells the other ranks this one is alive, and the diagnosis of a failed collective.
+class RankPresence {
+ public:
+  RankPresence(c10::intrusive_ptr<c10d::Store> store, int rank, int world_size);
+  /// Stops the heartbeat and marks this rank as gone, so that ranks still waiting name it.
+  ~RankPresence();
+  RankPresence(const RankPresence&) = delete;
+  RankPresence& operator=(const RankPresence&) = delete;
+
+  /// Which ranks are gone, for the message of a failed collective: those that closed their
+  /// communicator (stopped, or failed and unwound), then those whose heartbeat stopped
+  /// (killed or crashed) over a few beats of watching.
+  std::string ranks_that_left() const;
+
+ private:
+  void beat();
+  std::vector<std::string> heartbeats() const;
+
+  int rank_;
+  int world_size_;
+  c10::intrusive_ptr<c10d::Store> store_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;  // last: started once everything it uses exists
+};
+
+/// [count, elements, shape digest] of the tensors a rank passes to one collective.
+std::vector<int64_t> size_signature(const std::vector<at::Tensor>& tensors);
+
+}  // namespace detail
+
+/// A Communicator over the c10d group `Group` (ProcessGroupGloo or ProcessGroupNCCL).
+template <class Group>
+class C10dCommunicator final : public Communicator {
+ public:
+  /// `device`: where this rank's tensors live (the size check's small tensor goes there).
+  /// `make_group` joins the group (blocks until every rank has joined).
+  C10dCommunicator(std::string backend, const c10::intrusive_ptr<c10d::Store>& store, int rank,
+                   int world_size, std::chrono::milliseconds timeout, c10::Device device,
+                   const std::function<c10::intrusive_ptr<Group>()>& make_group)
+      : backend_(std::move(backend)),
+        rank_(rank),
+        world_size_(world_size),
+        timeout_(timeout),
+        device_(device) {
+    try {
+      group_ = make_group();
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("[comm] rank {} of {}: joining the {} group failed: {}", rank,
+                              world_size, backend_, e.what()));
+    }
+    presence_ = std::make_unique<detail::RankPresence>(store, rank, world_size);
+  }
+
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  std::string backend() const override { return backend_; }
+
+  void all_reduce_sum(std::vector<at::Tensor>& tensors) override {
+    check_same_sizes(tensors, "all_reduce");
+    for (auto& t : tensors) {
+      count_bytes(t.numel() * static_cast<int64_t>(t.element_size()));
+      std::vector<at::Tensor> one{t};
+      wait(group_->allreduce(one), "all_reduce");
+    }
+  }
+
+  std::vector<at::Tensor> all_gather(const at::Tensor& tensor) override {
+    check_same_sizes({tensor}, "all_gather");
+    std::vector<at::Tensor> input{tensor.contiguous()};
+    count_bytes(tensor.numel() * static_cast<int64_t>(tensor.element_size()));
+    std::vector<std::vector<at::Tensor>> output(1);
+    for (int r = 0; r < world_size_; ++r) output[0].push_back(at::empty_like(input[0]));
+    wait(group_->allgather(output, input), "all_gather");
+    return output[0];
+  }
+
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    check_same_sizes(tensors, "broadcast");
+    c10d::BroadcastOptions opts;
+    opts.rootRank = root;
+    for (auto& t : tensors) {
+      if (rank_ == root) count_bytes(t.numel() * static_cast<int64_t>(t.element_size()));
+      std::vector<at::Tensor> one{t};
+      wait(group_->broadcast(one, opts), "broadcast");
+    }
+  }
+
+  void barrier() override { wait(group_->barrier(), "barrier"); }
+
+ private:
+  /// Fails, instead of hanging or mixing unrelated bytes, when the ranks pass collectives of
+  /// different sizes: one small all-reduce (max) of the size signature and its negation, whose
+  /// maxima equal this rank's values on every rank only when all agree.
+  void check_same_sizes(const std::vector<at::Tensor>& tensors, const char* what) {
+    const std::vector<int64_t> mine = detail::size_signature(tensors);
+    at::Tensor sizes = at::empty({6}, at::kLong);
+    auto* v = sizes.data_ptr<int64_t>();
+    for (int i = 0; i < 3; ++i) v[i] = mine[i], v[3 + i] = -mine[i];
+    std::vector<at::Tensor> one{sizes.to(device_)};
+    c10d::AllreduceOptions opts;
+    opts.reduceOp = c10d::ReduceOp::MAX;
+    wait(group_->allreduce(one, opts), what);
+    sizes = one[0].to(at::kCPU);
+    v = sizes.data_ptr<int64_t>();
+    bool same = true;
+    for (int i = 0; i < 3; ++i) same = same && v[i] == mine[i] && -v[3 + i] == mine[i];
+    BERTLAB_CHECK(same,
+                  "[comm] rank {} of {}: the ranks disagree on the size of a {}: this rank passes "
+                  "{} tensor(s) of {} elements, the ranks pass {} to {} tensors of {} to {} "
+                  "elements (are all ranks running the same model and configuration?)",
+                  rank_, world_size_, what, mine[0], mine[1], -v[3], v[0], -v[4], v[1]);
+  }
+
+  /// Waits with the timeout: a blocking wait for Gloo and for NCCL alike (c10d's NCCL work
+  /// blocks the calling thread when wait() is given a timeout), so a dead rank is an error.
+  void wait(const c10::intrusive_ptr<c10d::Work>& work, const char* what) {
+    try {
+      work->wait(timeout_);
+    } catch (const std::exception& e) {
+      throw Error(fmt::format("[comm] rank {} of {}: {} failed or timed out after {} ms: {}; {}",
+                              rank_, world_size_, what, timeout_.count(),
+                              presence_->ranks_that_left(), e.what()));
+    }
+  }
+
+  std::string backend_;
+  int rank_;
+  int world_size_;
+  std::chrono::milliseconds timeout_;
+  c10::Device device_;
+  c10::intrusive_ptr<Group> group_;
+  std::unique_ptr<detail::RankPresence> presence_;  // after group_: it leaves first
+};
+
+}  // namespace bertlab
