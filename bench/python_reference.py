@@ -8,6 +8,11 @@ Run with Debian's python3-torch (the same libtorch 1.13 build bertlab links):
 
     /usr/bin/python3 bench/python_reference.py --hidden_size 128 --num_hidden_layers 2 \\
         --num_attention_heads 2 --intermediate_size 512 --batch 8 --seq 128 --threads 1
+
+`--impl transformers` runs Hugging Face's BertForQuestionAnswering with the same configuration
+instead (where transformers is installed), with torch.optim.AdamW (fused on CUDA) and the same
+clipping; `--device cuda --precision bf16|fp16` puts the forward pass under torch.autocast (fp16
+with a GradScaler), as Hugging Face's Trainer does with --bf16 / --fp16.
 """
 
 import argparse
@@ -72,7 +77,7 @@ class BertForSquad(nn.Module):
 
     def forward(self, ids, mask, segments, start, end):
         s = ids.shape[1]
-        positions = torch.arange(s).unsqueeze(0)
+        positions = torch.arange(s, device=ids.device).unsqueeze(0)
         x = self.word(ids) + self.position(positions) + self.token_type(segments)
         x = self.drop(self.emb_norm(x))
         mask_bias = (1.0 - mask[:, None, None, :].float()) * -10000.0
@@ -119,6 +124,34 @@ class AdamWeightDecay:
         torch._foreach_add_(params, updates, alpha=-lr)
 
 
+def transformers_model(a):
+    """Hugging Face's BertForQuestionAnswering with bertlab's configuration, its loss, and a
+    function making its optimizer."""
+    try:
+        from transformers import BertConfig, BertForQuestionAnswering
+    except ImportError:
+        raise SystemExit("--impl transformers: Hugging Face transformers is not installed here "
+                         "(it is on the GPU machine; see scripts/gpu-check.sh)")
+
+    config = BertConfig(vocab_size=a.vocab_size, hidden_size=a.hidden_size,
+                        num_hidden_layers=a.num_hidden_layers,
+                        num_attention_heads=a.num_attention_heads,
+                        intermediate_size=a.intermediate_size,
+                        max_position_embeddings=max(512, a.seq), type_vocab_size=2,
+                        hidden_act="gelu", layer_norm_eps=1e-12)
+    model = BertForQuestionAnswering(config)
+
+    def loss_of(ids, mask, segments, start, end):
+        return model(input_ids=ids, attention_mask=mask, token_type_ids=segments,
+                     start_positions=start, end_positions=end).loss
+
+    def make_opt():  # once the model is on its device
+        fused = {"fused": True} if a.device.startswith("cuda") else {}
+        return torch.optim.AdamW(model.parameters(), lr=5e-5, weight_decay=0.01, eps=1e-6, **fused)
+
+    return model, loss_of, make_opt
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hidden_size", type=int, default=768)
@@ -130,12 +163,27 @@ def main():
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--impl", choices=["pytorch", "transformers"], default="pytorch")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")
+    ap.add_argument("--tf32", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(12345)
-    model = BertForSquad(a)
+    device = torch.device(a.device)
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = a.tf32
+    if a.impl == "transformers":
+        model, loss_of, make_opt = transformers_model(a)
+    else:
+        model = BertForSquad(a)
+        loss_of = model
+
+        def make_opt():
+            return AdamWeightDecay(model.named_parameters())
+    model.to(device)
+    opt = make_opt()
     model.train()
-    opt = AdamWeightDecay(model.named_parameters())
     g = torch.Generator().manual_seed(1000)
     ids = torch.randint(a.vocab_size, (a.batch, a.seq), generator=g)
     mask = torch.ones(a.batch, a.seq, dtype=torch.long)
@@ -143,16 +191,37 @@ def main():
     segments[:, a.seq // 2:] = 1
     start = torch.randint(a.seq, (a.batch,), generator=g)
     end = torch.randint(a.seq, (a.batch,), generator=g)
+    ids, mask, segments, start, end = (t.to(device) for t in (ids, mask, segments, start, end))
+    dtype = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[a.precision]
+    scaler = torch.cuda.amp.GradScaler() if a.precision == "fp16" else None
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     steps, fwd, bwd, optim = [], [], [], []
     for step in range(a.steps + 1):  # step 0 warms up
+        sync()
         t0 = time.perf_counter()
         model.zero_grad(set_to_none=True)
-        loss = model(ids, mask, segments, start, end)
+        with torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
+            loss = loss_of(ids, mask, segments, start, end)
+        sync()
         t1 = time.perf_counter()
-        loss.backward()
+        (scaler.scale(loss) if scaler else loss).backward()
+        sync()
         t2 = time.perf_counter()
+        if scaler:
+            scaler.unscale_(opt)
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step(5e-5 * (1 - step / (a.steps + 1)))
+        if a.impl == "pytorch":
+            opt.step(5e-5 * (1 - step / (a.steps + 1)))
+        elif scaler:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        sync()
         t3 = time.perf_counter()
         if step > 0:
             steps.append(t3 - t0)
@@ -163,8 +232,11 @@ def main():
     flops = 3.0 * (2.0 * (4 * h * h + 2 * h * i) + 4.0 * s * h) * L * a.batch * s
     step_s = statistics.median(steps)
     total = sum(steps)
+    peak_device_mb = (torch.cuda.max_memory_allocated(device) / 2**20
+                      if device.type == "cuda" else None)
     print(json.dumps({
-        "impl": "pytorch",
+        "impl": a.impl, "device": a.device, "precision": a.precision,
+        "sequences_per_second": a.batch / step_s, "peak_device_mb": peak_device_mb,
         "hidden_size": h, "num_hidden_layers": L, "num_attention_heads": a.num_attention_heads,
         "intermediate_size": i, "vocab_size": a.vocab_size, "batch": a.batch, "seq": s,
         "threads": a.threads, "strategy": "single", "replicas": 1, "sparse_embeddings": False,

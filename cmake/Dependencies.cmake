@@ -1,4 +1,24 @@
 # Finds every third-party dependency once, as imported targets.
+
+# libtorch: Debian's (CPU) by default. -DBERTLAB_TORCH_FROM_PYTHON=ON uses the libtorch inside
+# python3's torch package instead (a wheel's, CUDA on GPU machines; python3 from
+# -DBERTLAB_PYTHON), as torch.utils.cmake_prefix_path names it.
+option(BERTLAB_TORCH_FROM_PYTHON "Build against the libtorch inside python3's torch package" OFF)
+set(BERTLAB_PYTHON "python3" CACHE STRING "python3 whose torch package gives libtorch")
+if(BERTLAB_TORCH_FROM_PYTHON)
+  execute_process(
+    COMMAND "${BERTLAB_PYTHON}" -c "import torch; print(torch.utils.cmake_prefix_path)"
+    OUTPUT_VARIABLE bertlab_torch_prefix
+    RESULT_VARIABLE bertlab_torch_rc
+    ERROR_VARIABLE bertlab_torch_err
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT bertlab_torch_rc EQUAL 0)
+    message(FATAL_ERROR "BERTLAB_TORCH_FROM_PYTHON: '${BERTLAB_PYTHON} -c \"import torch\"' "
+                        "failed (${bertlab_torch_err}); set BERTLAB_PYTHON to a python3 with torch")
+  endif()
+  list(PREPEND CMAKE_PREFIX_PATH "${bertlab_torch_prefix}")
+  message(STATUS "[bertlab] libtorch from ${BERTLAB_PYTHON}'s torch: ${bertlab_torch_prefix}")
+endif()
 find_package(Torch REQUIRED)
 find_package(fmt REQUIRED)
 find_package(tomlplusplus REQUIRED)
@@ -25,7 +45,7 @@ if(NOT TARGET bertlab::torch)
   add_library(bertlab::torch ALIAS bertlab_torch)
 endif()
 
-# CUDA/NCCL code compiles only against a libtorch built with CUDA.
+# CUDA/NCCL code (framework/src/**/cuda/) compiles only against a libtorch built with CUDA.
 set(BERTLAB_WITH_CUDA OFF)
 if(TARGET torch_cuda OR CAFFE2_USE_CUDA)
   set(BERTLAB_WITH_CUDA ON)

@@ -311,6 +311,10 @@ int dispatch(int argc, char** argv) {
   bench_step_cmd->add_flag("--sparse_embeddings", step_bench.sparse_embeddings,
                            "word-embedding gradient as sparse rows");
   bench_step_cmd->add_option("--optimizer", step_bench.optimizer, "default adam_weight_decay");
+  bench_step_cmd->add_option("--device", step_bench.device, "cpu (default), cuda or cuda:N");
+  bench_step_cmd->add_option("--precision", step_bench.precision,
+                             "fp32 (default), bf16 or fp16 (CUDA): autocast of the forward pass");
+  bench_step_cmd->add_flag("--tf32", step_bench.tf32, "TF32 fp32 matrix products on CUDA");
   TokenizeBenchOptions tokenize_bench;
   CLI::App* bench_tokenize_cmd =
       bench->add_subcommand("tokenize", "WordPiece tokenization speed (MB/s, tokens/s)");

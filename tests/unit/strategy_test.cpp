@@ -4,6 +4,7 @@
 
 #include <ATen/ATen.h>
 #include <bertlab/communicator.h>
+#include <bertlab/error.h>
 #include <bertlab/grad.h>
 #include <bertlab/strategy.h>
 #include <gtest/gtest.h>
@@ -208,7 +209,7 @@ TEST(Communicator, NcclCollectivesOnEveryDeviceOrAClearErrorWithoutCuda) {
     }
     return;
   }
-  const int world = static_cast<int>(at::globalContext().getNumGPUs());
+  const int world = cuda_device_count();
   std::vector<std::string> errors(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r) {

@@ -15,6 +15,9 @@ namespace bertlab {
 /// True when this build has the NCCL communicator and this machine has a CUDA device.
 bool nccl_available();
 
+/// CUDA devices visible to this process; 0 in a build without CUDA.
+int cuda_device_count();
+
 /// Joins the NCCL group as `rank` of `world_size` on CUDA device `device_index` (made this
 /// thread's current device). Collectives fail after `timeout` instead of hanging. Throws
 /// ConfigError in a build without NCCL, or when the device does not exist.

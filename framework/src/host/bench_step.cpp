@@ -23,6 +23,7 @@
 
 #include "comm/gloo_communicator.h"
 #include "host/plugin_host.h"
+#include "host/precision.h"
 #include "host/threads.h"
 
 namespace bertlab {
@@ -99,6 +100,21 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
         fmt::format("--batch {} does not split over {} replicas", o.batch, o.replicas));
   check(o.threads >= 1, fmt::format("--threads must be >= 1, got {}", o.threads));
   check(o.strategy != "single" || o.replicas == 1, "the single strategy runs one replica");
+  check(o.precision == "fp32" || o.precision == "bf16" || o.precision == "fp16",
+        fmt::format("--precision must be fp32, bf16 or fp16, got {}", o.precision));
+  c10::Device device(c10::kCPU);
+  try {
+    device = c10::Device(o.device);
+  } catch (const c10::Error&) {
+    check(false, fmt::format("--device: '{}' is not a device; use cpu or cuda:N", o.device));
+  }
+  check(!device.is_cuda() || at::hasCUDA(),
+        fmt::format("--device {} needs a bertlab built against a CUDA libtorch", o.device));
+  check(o.precision != "fp16" || device.is_cuda(), "--precision fp16 needs --device cuda");
+  if (device.is_cuda() && !device.has_index()) device.set_index(0);
+  PrecisionOptions precision;
+  precision.precision = o.precision;
+  if (device.is_cuda()) set_tf32(o.tf32);
 
   BertConfig config;
   config.hidden_size = o.hidden_size;
@@ -121,6 +137,7 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   for (int r = 0; r < world; ++r) {
     at::manual_seed(12345);
     models.push_back(task->create_model(config, o.sparse_embeddings));
+    models.back()->to(device);
   }
   Phases phases;  // rank 0's
   std::vector<std::string> errors(static_cast<size_t>(world));
@@ -129,7 +146,8 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   auto run_rank = [&](int rank) {
     std::unique_ptr<Communicator> comm =
         world == 1 ? make_local_communicator()
-                   : make_gloo_communicator(*store, rank, world, std::chrono::seconds(600));
+                   : make_gloo_communicator(*store, rank, world, std::chrono::seconds(600),
+                                            "127.0.0.1", device);
     torch::nn::Module& model = *models[static_cast<size_t>(rank)];
     std::unique_ptr<Strategy> strategy =
         strategy_c.strategy_factory(ConfigView("strategy", strategy_c.spec.options, {}));
@@ -140,20 +158,35 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
       parameters.push_back({item.key(), item.value()});
     }
     optimizer->init(parameters, OptimizerContext{o.steps + 1});
-    const Batch batch = make_batch(o, rows, 1000 + static_cast<uint64_t>(rank));
+    Batch batch = make_batch(o, rows, 1000 + static_cast<uint64_t>(rank));
+    for (auto& [name, t] : batch) t = t.to(device);
+    // Phase boundaries wait for the device (a no-op on CPU), so each phase is its own time.
+    const at::Tensor probe = parameters.front().tensor;
+    auto sync = [&] {
+      if (device.is_cuda()) (void)probe.flatten()[0].item<float>();
+    };
     model.train();
     for (int step = 0; step <= o.steps; ++step) {  // step 0 warms up
+      sync();
       const auto t0 = Clock::now();
       model.zero_grad(/*set_to_none=*/true);
-      LossOutput out = task->compute_loss(model, batch);
+      LossOutput out;
+      {
+        AutocastScope autocast(precision.autocast_dtype(), device);
+        out = task->compute_loss(model, batch);
+      }
+      sync();
       const auto t1 = Clock::now();
       out.loss.backward();
       GradientSet grads = GradientSet::from_module(model);
+      sync();
       const auto t2 = Clock::now();
       comm->reset_traffic();
       strategy->reduce_gradients(grads, *comm);
+      sync();
       const auto t3 = Clock::now();
       optimizer->step(grads, step);
+      sync();
       const auto t4 = Clock::now();
       if (rank == 0 && step > 0) {
         phases.step.push_back(seconds(t0, t4));
@@ -207,7 +240,10 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   j["sparse_embeddings"] = o.sparse_embeddings;
   j["steps"] = o.steps;
   j["step_s"] = step_s;
+  j["device"] = device.str();
+  j["precision"] = o.precision;
   j["tokens_per_second"] = static_cast<double>(o.batch * o.seq) / step_s;
+  j["sequences_per_second"] = static_cast<double>(o.batch) / step_s;
   j["peak_rss_mb"] = peak_rss_mb();
   j["forward_share"] = share(phases.forward);
   j["backward_share"] = share(phases.backward);

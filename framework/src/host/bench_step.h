@@ -25,9 +25,13 @@ struct StepBenchOptions {
   bool sparse_embeddings = false;
   std::string task = "squad";
   std::string optimizer = "adam_weight_decay";
+  std::string device = "cpu";      ///< cpu, cuda, cuda:N (every replica on it)
+  std::string precision = "fp32";  ///< fp32 | bf16 | fp16: the forward pass under autocast
+  bool tf32 = false;               ///< TF32 for fp32 matrix products on CUDA
 };
 
-/// Prints one JSON line: step_s (median), tokens_per_second, peak_rss_mb, the phases' shares
+/// Prints one JSON line: step_s (median), tokens_per_second, sequences_per_second, peak_rss_mb,
+/// the phases' shares
 /// (forward, backward, communication, optimizer), the model's FLOPs per step and their rate.
 int bench_step(const PluginHost& host, const StepBenchOptions& options);
 

@@ -383,6 +383,19 @@ void check_strategy_host(const SectionData& data, const ConfigView& host, Diagno
   }
 }
 
+/// fp16 autocast is CUDA's (libtorch's CPU autocast runs bf16).
+void check_precision(const Sections& merged, const ResolvedVariant& out, Diagnostics& diag) {
+  if (out.train.get_string("precision") != "fp16") return;
+  const std::string device = out.strategy_host.get_string("device");
+  if (device.rfind("cuda", 0) == 0) return;
+  const auto& train = merged.at("train");
+  const Location loc = train.keys.count("precision") ? train.keys.at("precision").loc : train.loc;
+  diag.add(loc, "train", "precision",
+           fmt::format("'fp16' needs a CUDA device, and [strategy] device is \"{}\"; use "
+                       "precision = \"bf16\" on CPU",
+                       device));
+}
+
 ResolvedVariant resolve_variant(const ExperimentFile& file, const VariantData* variant,
                                 const ComponentRegistry& registry,
                                 const std::vector<SetOverride>& overrides, Diagnostics& diag) {
@@ -432,6 +445,7 @@ ResolvedVariant resolve_variant(const ExperimentFile& file, const VariantData* v
 
   if (out.strategy.component != nullptr) {
     check_strategy_host(merged.at("strategy"), out.strategy_host, diag);
+    check_precision(merged, out, diag);
     const int64_t replicas = out.strategy_host.get_int("replicas");
     const int64_t batch = out.train.get_int("train_batch_size");
     if (batch % replicas != 0) {

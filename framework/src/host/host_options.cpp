@@ -52,6 +52,28 @@ std::vector<OptionDecl> train_options() {
                     "a NaN or infinite loss or gradient: stop with an error naming the step and "
                     "parameter, or skip the step's update and count it (skip_step)")
           .one_of({"stop", "skip_step"}),
+      string_option("precision", "fp32",
+                    "fp32; bf16 or fp16: the forward pass under autocast (matrix products in "
+                    "16 bits, reductions and losses in fp32), fp32 master weights and optimizer "
+                    "state; fp16 needs a CUDA device")
+          .one_of({"fp32", "bf16", "fp16"}),
+      string_option("loss_scaling", "auto",
+                    "dynamic loss scaling as torch.amp.GradScaler (a non-finite step is "
+                    "skipped, counted in skipped_steps, and the scale backs off): auto = on for "
+                    "fp16 only, dynamic = on, none = off")
+          .one_of({"auto", "dynamic", "none"}),
+      float_option("loss_scale_init", 65536.0, "the first loss scale").above(0),
+      float_option("loss_scale_growth_factor", 2.0,
+                   "the scale's factor after loss_scale_growth_interval finite steps in a row")
+          .above(1),
+      float_option("loss_scale_backoff_factor", 0.5, "the scale's factor after a non-finite step")
+          .in_range(0, 1)
+          .above(0),
+      int_option("loss_scale_growth_interval", 2000, "finite steps in a row before the scale grows")
+          .at_least(1),
+      bool_option("allow_tf32", false,
+                  "TF32 for fp32 matrix products on CUDA (torch.backends.cuda.matmul."
+                  "allow_tf32); off by default, as in PyTorch"),
       bool_option("do_train", true, "train the model"),
       bool_option("do_eval", true, "evaluate after training and write eval_results.json"),
       int_option("save_checkpoints_steps", 0,

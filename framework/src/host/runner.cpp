@@ -35,6 +35,7 @@
 
 #include "comm/gloo_communicator.h"
 #include "comm/nccl_communicator.h"
+#include "host/precision.h"
 #include "host/process_rank.h"
 #include "host/progress.h"
 #include "host/threads.h"
@@ -145,6 +146,7 @@ struct TrainLoop {
   int64_t stop_after = 0;       ///< steps to run (<= num_train_steps)
   int64_t check_every = 100;    ///< steps between cross-replica parameter checksums
   bool skip_nonfinite = false;  ///< [train] on_nonfinite = "skip_step"
+  PrecisionOptions precision;   ///< [train] precision, loss scaling
   bool write_metrics = true;
   const RunHooks* hooks = nullptr;
   const TrainCheckpoint* resume = nullptr;  ///< continue from this checkpoint's state
@@ -268,6 +270,9 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     order.emplace(loop.num_examples, loop.batch_size, loop.seed);
     order->skip(first_step);
   }
+  // fp16's dynamic loss scale; every rank's stays the same (they see the same averaged grads).
+  LossScaler scaler(loop.precision);
+  const c10::ScalarType autocast_dtype = loop.precision.autocast_dtype();
   TrainOutcome outcome;
   double window_loss = 0.0;
   int64_t window_steps = 0;      // steps of the logging window with a finite loss
@@ -281,6 +286,9 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     outcome.final_loss = loop.resume->state.final_loss;
     outcome.steps = first_step;
     earlier_seconds = loop.resume->state.train_seconds;
+    if (scaler.enabled()) {
+      scaler.restore(loop.resume->state.loss_scale, loop.resume->state.loss_scale_growth_tracker);
+    }
   }
   // Per-step sums over the logging window: time by phase, this rank's collective payload.
   struct Window {
@@ -298,6 +306,8 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     state.skipped_steps = skipped_steps;
     state.final_loss = outcome.final_loss;
     state.train_seconds = earlier_seconds + seconds_since(train_start);
+    state.loss_scale = scaler.scale();
+    state.loss_scale_growth_tracker = scaler.growth_tracker();
     state.metrics_lines = metrics_text;
     if (stream) state.data_position = stream->position();
     {
@@ -332,21 +342,32 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     // Backward once per micro-batch: the gradients add up to the k-times larger batch's.
     double local_loss = 0.0;
     for (const Batch& batch : micro_batches) {
-      LossOutput out = loop.task->compute_loss(model, batch);
       at::Tensor objective;
-      if (out.loss.defined()) objective = out.loss / static_cast<double>(loop.accumulation);
-      if (out.weighted_loss_sum.defined()) {
-        const at::Tensor weighted = out.weighted_loss_sum * weight_scale;
-        objective = objective.defined() ? objective + weighted : weighted;
+      {
+        // The forward pass only: backward runs outside autocast, as torch.autocast advises.
+        AutocastScope autocast(autocast_dtype, loop.device);
+        LossOutput out = loop.task->compute_loss(model, batch);
+        if (out.loss.defined()) objective = out.loss / static_cast<double>(loop.accumulation);
+        if (out.weighted_loss_sum.defined()) {
+          const at::Tensor weighted = out.weighted_loss_sum * weight_scale;
+          objective = objective.defined() ? objective + weighted : weighted;
+        }
       }
       BERTLAB_CHECK(objective.defined(), "the task's compute_loss returned no loss");
-      objective.backward();
+      if (scaler.enabled()) {
+        (objective.to(at::kFloat) * scaler.scale()).backward();
+      } else {
+        objective.backward();
+      }
       local_loss += objective.item<double>();
     }
     GradientSet grads = GradientSet::from_module(model);
     const auto t1 = Clock::now();
     comm.reset_traffic();
     strategy->reduce_gradients(grads, comm);
+    // Scaled losses give scaled gradients; the optimizer (and its clipping) sees true ones.
+    const double step_scale = scaler.scale();
+    if (scaler.enabled()) grads.scale(1.0 / step_scale);
     const auto t2 = Clock::now();
     window.dense_bytes += comm.traffic_bytes(Traffic::kDense);
     window.sparse_bytes += comm.traffic_bytes(Traffic::kSparse);
@@ -368,7 +389,17 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
       stats.grad_norm = std::numeric_limits<double>::quiet_NaN();
     }
     const bool finite = std::isfinite(loss) && std::isfinite(stats.grad_norm);
-    if (!finite) {
+    scaler.update(finite);
+    if (!finite && scaler.enabled()) {
+      // An overflow of the scaled fp16 gradient is expected now and then: skip, back off.
+      ++skipped_steps;
+      if (leader) {
+        log_info("train",
+                 "step {}: the gradient overflowed at loss scale {}; update skipped, "
+                 "scale now {}",
+                 step + 1, step_scale, scaler.scale());
+      }
+    } else if (!finite) {
       const std::string what =
           std::isfinite(loss) ? fmt::format("the gradient of {} is not finite (global norm {})",
                                             first_nonfinite_gradient(grads), stats.grad_norm)
@@ -442,6 +473,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
       line["optimizer_s"] = window.optimizer_s / n;
       line["comm_dense_bytes"] = static_cast<double>(window.dense_bytes) / n;
       line["skipped_steps"] = skipped_steps;
+      if (scaler.enabled()) line["loss_scale"] = scaler.scale();
       line["comm_sparse_bytes"] = static_cast<double>(window.sparse_bytes) / n;
       metrics_out << line.dump() << "\n";
       metrics_out.flush();
@@ -700,9 +732,12 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   set_compute_threads(std::max<int>(1, threads / static_cast<int>(sharing)));
   const auto seed = static_cast<uint64_t>(variant.experiment.get_int("seed"));
   const c10::Device device = resolve_device(variant.strategy_host.get_string("device"), process);
-  log_info("train", "variant '{}': task {}, strategy {}, optimizer {}, {} thread(s), device {}",
-           variant.name, variant.task.plugin, variant.strategy.plugin, variant.optimizer.plugin,
-           threads, device.str());
+  log_info(
+      "train",
+      "variant '{}': task {}, strategy {}, optimizer {}, {} thread(s), device {}, precision {}",
+      variant.name, variant.task.plugin, variant.strategy.plugin, variant.optimizer.plugin, threads,
+      device.str(), variant.train.get_string("precision"));
+  if (device.is_cuda()) set_tf32(variant.train.get_bool("allow_tf32"));
 
   // Data.
   FullTokenizer tokenizer(variant.model.get_path("vocab_file"),
@@ -794,6 +829,7 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   loop.hooks = &hooks;
   loop.check_every = variant.strategy_host.get_int("check_every_steps");
   loop.skip_nonfinite = variant.train.get_string("on_nonfinite") == "skip_step";
+  loop.precision = PrecisionOptions::from_config(variant.train);
   loop.resume = resume ? &*resume : nullptr;
   loop.save_every = files ? variant.train.get_int("save_checkpoints_steps") : 0;
   loop.keep_max = variant.train.get_int("keep_checkpoint_max");
@@ -827,6 +863,7 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   if (files && variant.train.get_bool("do_eval")) {
     model->eval();
     EvalContext eval_ctx{device, variant.train.get_int("eval_batch_size"), result.dir};
+    AutocastScope autocast(loop.precision.autocast_dtype(), device);
     result.eval_metrics = task->evaluate(*model, eval_ctx);
     write_file_atomic(result.dir / "eval_results.json", metrics_json(result.eval_metrics, step));
     std::string summary;

@@ -148,6 +148,8 @@ void write_checkpoint_files(const fs::path& dir, const TrainState& state,
   j["window_loss"] = state.window_loss;
   j["window_steps"] = state.window_steps;
   j["skipped_steps"] = state.skipped_steps;
+  j["loss_scale"] = state.loss_scale;
+  j["loss_scale_growth_tracker"] = state.loss_scale_growth_tracker;
   j["final_loss"] = state.final_loss;
   j["train_seconds"] = state.train_seconds;
   j["rng_state"] = state.rng_state.defined() ? to_hex(state.rng_state) : "";
@@ -234,6 +236,8 @@ TrainCheckpoint load_train_checkpoint(const fs::path& dir) {
     ckpt.state.window_loss = j.at("window_loss").get<double>();
     ckpt.state.window_steps = j.at("window_steps").get<int64_t>();
     ckpt.state.skipped_steps = j.value("skipped_steps", int64_t{0});
+    ckpt.state.loss_scale = j.value("loss_scale", 1.0);
+    ckpt.state.loss_scale_growth_tracker = j.value("loss_scale_growth_tracker", int64_t{0});
     ckpt.state.final_loss = j.at("final_loss").get<double>();
     ckpt.state.train_seconds = j.at("train_seconds").get<double>();
     const std::string rng = j.at("rng_state").get<std::string>();

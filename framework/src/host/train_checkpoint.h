@@ -38,6 +38,8 @@ struct TrainState {
   std::string metrics_lines;   ///< metrics.jsonl lines logged up to `step`
   at::Tensor rng_state;        ///< libtorch's default CPU generator (dropout), uint8
   std::string data_position;   ///< a streaming task's TrainStream::position(); else empty
+  double loss_scale = 1.0;     ///< the dynamic loss scale ([train] loss_scaling)
+  int64_t loss_scale_growth_tracker = 0;  ///< finite steps since the scale last changed
 };
 
 /// A checkpoint read back.

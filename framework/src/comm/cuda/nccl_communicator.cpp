@@ -13,7 +13,9 @@
 
 namespace bertlab {
 
-bool nccl_available() { return c10::cuda::device_count() > 0; }
+int cuda_device_count() { return c10::cuda::device_count(); }
+
+bool nccl_available() { return cuda_device_count() > 0; }
 
 std::unique_ptr<Communicator> make_nccl_communicator(const RendezvousStore& store, int rank,
                                                      int world_size,

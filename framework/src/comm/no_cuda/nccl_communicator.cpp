@@ -8,6 +8,8 @@ namespace bertlab {
 
 bool nccl_available() { return false; }
 
+int cuda_device_count() { return 0; }
+
 std::unique_ptr<Communicator> make_nccl_communicator(const RendezvousStore&, int rank,
                                                      int world_size, std::chrono::milliseconds,
                                                      int) {
