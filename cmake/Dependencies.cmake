@@ -42,6 +42,7 @@ if(NOT TARGET bertlab::torch)
   target_link_libraries(bertlab_torch INTERFACE ${TORCH_LIBRARIES})
   target_include_directories(bertlab_torch SYSTEM INTERFACE ${TORCH_INCLUDE_DIRS})
   target_compile_options(bertlab_torch INTERFACE ${TORCH_CXX_FLAGS})
+  set_target_properties(bertlab_torch PROPERTIES EXPORT_NAME torch)
   add_library(bertlab::torch ALIAS bertlab_torch)
 endif()
 

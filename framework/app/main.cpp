@@ -13,6 +13,7 @@
 
 #include "host/bench_comm.h"
 #include "host/bench_step.h"
+#include "host/describe.h"
 #include "host/experiment.h"
 #include "host/gradcheck.h"
 #include "host/host_options.h"
@@ -150,20 +151,22 @@ int cmd_gradcheck(const CommonOptions& common, const std::string& file,
   });
 }
 
-std::string describe_option(const OptionDecl& d, bool host_key) {
-  std::string def = d.required        ? "(required)"
-                    : d.default_value ? format_value(*d.default_value)
-                                      : "";
-  if (d.type == OptionType::kPath && !d.required && def == "\"\"") def = "(none)";
-  return fmt::format("  {:<28} {:<7} {:<16} {:<24} {}{}\n", d.key, to_string(d.type), def, d.rule(),
-                     d.doc, host_key ? " [host]" : "");
-}
+struct DescribeRequest {
+  std::string name;             ///< --describe NAME
+  bool all = false;             ///< --all
+  std::string format = "text";  ///< --format text|markdown
+};
 
-int cmd_plugins(const CommonOptions& common, const std::string& describe) {
+int cmd_plugins(const CommonOptions& common, const DescribeRequest& describe) {
   return with_plugin_host([&](PluginHost& host) -> int {
+    const DescribeFormat format = parse_describe_format(describe.format);
     load_plugins(host, common);
     const auto& registry = host.registry();
-    if (describe.empty()) {
+    if (describe.all) {
+      describe_all(registry, format, std::cout);
+      return 0;
+    }
+    if (describe.name.empty()) {
       std::cout << fmt::format("{:<10} {:<20} {:<8} {:<40} {}\n", "KIND", "NAME", "VERSION",
                                "DESCRIPTION", "FILE");
       for (const Component* c : registry.all()) {
@@ -177,31 +180,16 @@ int cmd_plugins(const CommonOptions& common, const std::string& describe) {
       }
       return 0;
     }
-    auto found = registry.find_any(describe);
+    auto found = registry.find_any(describe.name);
     if (found.empty()) {
       std::vector<std::string> names;
       for (const Component* c : registry.all()) names.push_back(c->spec.name);
-      auto close = closest_match(describe, names);
+      auto close = closest_match(describe.name, names);
       throw PluginError(fmt::format(
-          "--describe {}: no component of that name{}; known: {}", describe,
+          "--describe {}: no component of that name{}; known: {}", describe.name,
           close ? fmt::format("; did you mean '{}'?", *close) : "", fmt::join(names, ", ")));
     }
-    for (const Component* c : found) {
-      std::cout << fmt::format("{} '{}': {}\n", to_string(c->kind), c->spec.name,
-                               c->spec.description);
-      std::cout << fmt::format("plugin {} {} from {}\n\n", c->origin.plugin_name,
-                               c->origin.plugin_version, c->origin.file.string());
-      std::cout << fmt::format("[{}] keys:\n", to_string(c->kind));
-      std::cout << fmt::format("  {:<28} {:<7} {:<16} {:<24} {}\n", "KEY", "TYPE", "DEFAULT",
-                               "RULE", "DESCRIPTION");
-      std::vector<OptionDecl> host_keys =
-          c->kind == ComponentKind::kStrategy
-              ? strategy_host_options()
-              : std::vector<OptionDecl>{plugin_option(to_string(c->kind))};
-      for (const auto& d : host_keys) std::cout << describe_option(d, true);
-      for (const auto& d : c->spec.options) std::cout << describe_option(d, false);
-      std::cout << "\n";
-    }
+    describe_components(found, format, std::cout);
     return 0;
   });
 }
@@ -353,9 +341,15 @@ int dispatch(int argc, char** argv) {
   convert->add_option("--bert-config", convert_config,
                       "bert_config.json for the metadata (default: the one beside --from)");
 
-  std::string describe;
+  DescribeRequest describe;
   CLI::App* plugins = app.add_subcommand("plugins", "list the components of every plugin");
-  plugins->add_option("--describe", describe, "print the options of the component NAME");
+  CLI::Option* describe_flag =
+      plugins->add_option("--describe", describe.name, "print the options of the component NAME")
+          ->expected(0, 1);
+  plugins->add_flag("--all", describe.all,
+                    "with --describe (no NAME): every component's options and every tool");
+  plugins->add_option("--format", describe.format,
+                      "text (default) or markdown (docs/plugin-reference.md)");
   add_plugin_dir(plugins);
 
   std::string vocab;
@@ -428,7 +422,17 @@ int dispatch(int argc, char** argv) {
     return cmd_run(common, file, sets, variants, output_dir);
   }
   if (validate->parsed()) return cmd_validate(common, file, sets, variants);
-  if (plugins->parsed()) return cmd_plugins(common, describe);
+  if (plugins->parsed()) {
+    if (describe_flag->count() > 0 && describe.name.empty() && !describe.all) {
+      throw ConfigError("plugins --describe: name a component, or pass --all for every one");
+    }
+    if (describe.all && !describe.name.empty()) {
+      throw ConfigError(fmt::format(
+          "plugins --describe {} --all: pass either a component's name or --all, not both",
+          describe.name));
+    }
+    return cmd_plugins(common, describe);
+  }
   if (bench_comm_cmd->parsed()) return bench_comm(comm_bench);
   if (bench_gemm_cmd->parsed()) return bench_gemm(gemm_bench);
   if (bench_tokenize_cmd->parsed()) return bench_tokenize(tokenize_bench);

@@ -1,6 +1,8 @@
 // Plugin loading through the real `bertlab` executable: the in-tree plugins, an out-of-tree one
 // from --plugin-dir and BERTLAB_PLUGIN_PATH, and one deliberately broken plugin per failure.
 
+#include <bertlab/api_version.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "test_util.h"
@@ -113,6 +115,27 @@ INSTANTIATE_TEST_SUITE_P(
                                  "components: the license server is unreachable"},
                       BrokenCase{"duplicate", "strategy 'single' is registered twice: by "}),
     [](const ::testing::TestParamInfo<BrokenCase>& info) { return std::string(info.param.name); });
+
+// Both refused plugins are built by the real BERTLAB_PLUGIN macro with a foreign
+// BERTLAB_API_VERSION or BERTLAB_ABI_TAG (tests/plugins/CMakeLists.txt); the message shows the
+// plugin's value and the host's, which is this SDK's (the test is compiled as the host is).
+TEST(PluginLoader, AForeignApiVersionOrAbiTagIsRefusedShowingBoth) {
+  auto api = run_bertlab({"plugins", "--plugin-dir", case_dir("api_version")});
+  EXPECT_EQ(api.exit_code, 2) << api.out << api.err;
+  EXPECT_NE(api.err.find(fmt::format("{}: plugin API version mismatch: got 42, supported version "
+                                     "is {}; rebuild the plugin",
+                                     case_file("api_version"), BERTLAB_SDK_API_VERSION)),
+            std::string::npos)
+      << api.err;
+
+  auto abi = run_bertlab({"plugins", "--plugin-dir", case_dir("abi_tag")});
+  EXPECT_EQ(abi.exit_code, 2) << abi.out << abi.err;
+  EXPECT_NE(abi.err.find(fmt::format(
+                "{}: plugin ABI tag mismatch: got 'gcc-4/cxx11abi-0/torch-0.4', expected '{}'",
+                case_file("abi_tag"), BERTLAB_SDK_ABI_TAG)),
+            std::string::npos)
+      << abi.err;
+}
 
 TEST(PluginLoader, DuplicateNamesBothFiles) {
   auto r = run_bertlab({"plugins", "--plugin-dir", case_dir("duplicate")});

@@ -7,9 +7,8 @@
 // BERTLAB_PLUGIN(name, version, register_fn) and register every component explicitly in
 // register_fn; the host refuses a plugin whose API version or ABI tag differs from its own.
 
+#include <bertlab/api_version.h>
 #include <bertlab/config.h>
-
-#include <torch/csrc/api/include/torch/version.h>
 
 #include <functional>
 #include <memory>
@@ -22,27 +21,10 @@ class Task;
 class Strategy;
 class Optimizer;
 
-/// Bumped on every incompatible change of the SDK's interfaces.
-inline constexpr int kPluginApiVersion =
-    4;  // 2: Optimizer::state_dict(); 3: token-weighted Task losses; 4: streamed training data
+/// The plugin API version of this SDK (see bertlab/api_version.h).
+inline constexpr int kPluginApiVersion = BERTLAB_SDK_API_VERSION;
 
-#define BERTLAB_STRINGIFY_(x) #x
-#define BERTLAB_STRINGIFY(x) BERTLAB_STRINGIFY_(x)
-#if defined(__clang__)
-#define BERTLAB_COMPILER_TAG_ "clang-" BERTLAB_STRINGIFY(__clang_major__)
-#elif defined(__GNUC__)
-#define BERTLAB_COMPILER_TAG_ "gcc-" BERTLAB_STRINGIFY(__GNUC__)
-#else
-#define BERTLAB_COMPILER_TAG_ "unknown"
-#endif
-/// Compiler and major version, C++ ABI flag, libtorch version: a plugin built with another
-/// combination would share std:: and torch:: types with the host that do not match.
-#define BERTLAB_ABI_TAG                                                               \
-  BERTLAB_COMPILER_TAG_                                                               \
-  "/cxx11abi-" BERTLAB_STRINGIFY(_GLIBCXX_USE_CXX11_ABI) "/torch-" BERTLAB_STRINGIFY( \
-      TORCH_VERSION_MAJOR) "." BERTLAB_STRINGIFY(TORCH_VERSION_MINOR)
-
-/// The host's ABI tag (what BERTLAB_ABI_TAG was when libbertlab was built).
+/// The host's ABI tag (what BERTLAB_SDK_ABI_TAG was when libbertlab was built).
 const char* host_abi_tag();
 
 enum class ComponentKind { kTask, kStrategy, kOptimizer };
@@ -78,7 +60,7 @@ class Registry {
 /// The plain struct a plugin's entry point returns. Field order is fixed forever for
 /// api_version; the rest may change with it.
 struct PluginEntry {
-  int api_version;      ///< kPluginApiVersion the plugin was built with
+  int api_version;      ///< BERTLAB_API_VERSION the plugin was built with
   const char* abi_tag;  ///< BERTLAB_ABI_TAG the plugin was built with
   const char* name;     ///< plugin name, e.g. "classifier"
   const char* version;  ///< plugin version, e.g. "0.1.0"
@@ -94,7 +76,7 @@ struct PluginEntry {
 #define BERTLAB_PLUGIN(NAME, VERSION, REGISTER_FN)                                                 \
   extern "C" __attribute__((visibility("default"))) const ::bertlab::PluginEntry*                  \
   bertlab_plugin_entry() {                                                                         \
-    static const ::bertlab::PluginEntry entry{::bertlab::kPluginApiVersion, BERTLAB_ABI_TAG, NAME, \
-                                              VERSION, REGISTER_FN};                               \
+    static const ::bertlab::PluginEntry entry{BERTLAB_API_VERSION, BERTLAB_ABI_TAG, NAME, VERSION, \
+                                              REGISTER_FN};                                        \
     return &entry;                                                                                 \
   }

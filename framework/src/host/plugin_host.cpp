@@ -18,7 +18,7 @@ namespace bertlab {
 
 namespace fs = std::filesystem;
 
-const char* host_abi_tag() { return BERTLAB_ABI_TAG; }
+const char* host_abi_tag() { return BERTLAB_SDK_ABI_TAG; }
 
 namespace {
 

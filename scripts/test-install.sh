@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The installable SDK end to end (docs/plugins.md): installs the build into a temporary prefix,
+# builds examples/strategy-plugin against the installed package alone (find_package(bertlab)),
+# and runs its experiment with the installed `bertlab`, which must find its own plugins, and the
+# example's through --plugin-dir. Run by ctest as SdkInstall.OutOfTreePluginAgainstTheInstalledPackage.
+#   BUILD_DIR   the built tree to install (default: build); scripts/build.sh first
+#   KEEP_TMP=1  keep the temporary folder (printed) for a look at what was installed
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-build}
+case "$build_dir" in /*) ;; *) build_dir="$root/$build_dir" ;; esac
+if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
+  echo "[test-install] $build_dir is not a configured build; run scripts/build.sh first" >&2
+  exit 1
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bertlab-install.XXXXXX")
+if [[ "${KEEP_TMP:-0}" == 1 ]]; then
+  echo "[test-install] keeping $tmp"
+else
+  trap 'rm -rf "$tmp"' EXIT
+fi
+prefix="$tmp/prefix"
+fail() {
+  echo "[test-install] FAILED: $*" >&2
+  exit 1
+}
+# Nothing may come from the build tree or the environment: only the installed files.
+unset LD_LIBRARY_PATH BERTLAB_PLUGIN_PATH
+
+echo "[test-install] cmake --install $build_dir --prefix $prefix"
+cmake --install "$build_dir" --prefix "$prefix" >"$tmp/install.log" || {
+  cat "$tmp/install.log" >&2
+  fail "cmake --install"
+}
+for f in bin/bertlab lib/libbertlab.so include/bertlab/plugin.h include/bertlab/api_version.h \
+  include/bertlab/strategy.h lib/bertlab/plugins/libbertlab_mirrored.so \
+  lib/cmake/bertlab/bertlabConfig.cmake lib/cmake/bertlab/bertlabConfigVersion.cmake \
+  lib/cmake/bertlab/bertlabTargets.cmake lib/cmake/bertlab/BertlabPlugin.cmake; do
+  [[ -e "$prefix/$f" ]] || fail "the install has no $f"
+done
+# Tests' deliberately broken plugins stay in the build tree.
+if compgen -G "$prefix/lib/bertlab/plugins/libbertlab_test_*" >/dev/null; then
+  fail "test plugins were installed: $(ls "$prefix/lib/bertlab/plugins")"
+fi
+
+# The installed executable runs on its RPATH alone and loads the installed libbertlab and plugins.
+libbertlab=$(ldd "$prefix/bin/bertlab" | awk '$1 == "libbertlab.so" { print $3 }')
+[[ "$libbertlab" == "$prefix/lib/libbertlab.so" ]] ||
+  fail "installed bertlab resolves libbertlab.so to '$libbertlab', not $prefix/lib/libbertlab.so"
+"$prefix/bin/bertlab" plugins >"$tmp/plugins.txt" || fail "installed bertlab plugins"
+for name in classifier mirrored adam_weight_decay; do
+  grep -q "$prefix/lib/bertlab/plugins/libbertlab_$name.so" "$tmp/plugins.txt" ||
+    fail "installed bertlab did not load $name from $prefix/lib/bertlab/plugins:
+$(cat "$tmp/plugins.txt")"
+done
+
+# The example, configured from the installed package only (ccache, as scripts/build.sh uses it).
+generator=()
+if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
+launcher=()
+if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+example="$root/examples/strategy-plugin"
+echo "[test-install] building $example against $prefix"
+cmake -S "$example" -B "$tmp/topk-build" "${generator[@]}" "${launcher[@]}" \
+  -DCMAKE_PREFIX_PATH="$prefix" >"$tmp/configure.log" 2>&1 || {
+  cat "$tmp/configure.log" >&2
+  fail "configuring the example against the installed package"
+}
+grep -q "bertlab_DIR:PATH=$prefix/lib/cmake/bertlab" "$tmp/topk-build/CMakeCache.txt" ||
+  fail "the example found bertlab elsewhere: $(grep bertlab_DIR "$tmp/topk-build/CMakeCache.txt")"
+cmake --build "$tmp/topk-build" >"$tmp/build.log" 2>&1 || {
+  cat "$tmp/build.log" >&2
+  fail "building the example"
+}
+[[ -f "$tmp/topk-build/libbertlab_topk.so" ]] || fail "the example built no libbertlab_topk.so"
+
+"$prefix/bin/bertlab" plugins --describe topk --plugin-dir "$tmp/topk-build" >"$tmp/describe.txt" ||
+  fail "bertlab plugins --describe topk"
+grep -q "ratio" "$tmp/describe.txt" || fail "topk's options are not described: $(cat "$tmp/describe.txt")"
+
+echo "[test-install] bertlab run topk.toml --plugin-dir $tmp/topk-build"
+"$prefix/bin/bertlab" run "$example/topk.toml" --plugin-dir "$tmp/topk-build" \
+  --output-dir "$tmp/runs" >"$tmp/run.log" 2>&1 || {
+  cat "$tmp/run.log" >&2
+  fail "bertlab run topk.toml"
+}
+out="$tmp/runs/topk-vs-mirrored"
+variants=$(awk '/^\[\[variant\]\]/ { v = 1; next } v && /^name = / { gsub(/^name = "|".*$/, ""); print; v = 0 }' \
+  "$example/topk.toml")
+[[ $(wc -w <<<"$variants") -ge 2 ]] || fail "topk.toml names fewer than two variants: $variants"
+for v in $variants; do
+  [[ -s "$out/$v/metrics.jsonl" && -s "$out/$v/eval_results.json" ]] ||
+    fail "variant $v left no metrics.jsonl and eval_results.json in $out/$v"
+  grep -q "$v" "$out/comparison.md" || fail "comparison.md has no row for $v"
+done
+grep -q "topk 0.1.0 from $tmp/topk-build/libbertlab_topk.so" "$tmp/run.log" ||
+  fail "the run log does not show the topk plugin loaded from $tmp/topk-build:
+$(cat "$tmp/run.log")"
+echo "[test-install] ok: installed SDK, example plugin built against it, variants ran: $variants"
