@@ -46,7 +46,7 @@ fi
 
 # The installed executable runs on its RPATH alone and loads the installed libbertlab and plugins.
 libbertlab=$(ldd "$prefix/bin/bertlab" | awk '$1 == "libbertlab.so" { print $3 }')
-[[ "$libbertlab" == "$prefix/lib/libbertlab.so" ]] ||
+[[ -n "$libbertlab" && $(realpath "$libbertlab") == $(realpath "$prefix/lib/libbertlab.so") ]] ||
   fail "installed bertlab resolves libbertlab.so to '$libbertlab', not $prefix/lib/libbertlab.so"
 "$prefix/bin/bertlab" plugins >"$tmp/plugins.txt" || fail "installed bertlab plugins"
 for name in classifier mirrored adam_weight_decay; do
@@ -97,4 +97,16 @@ done
 grep -q "topk 0.1.0 from $tmp/topk-build/libbertlab_topk.so" "$tmp/run.log" ||
   fail "the run log does not show the topk plugin loaded from $tmp/topk-build:
 $(cat "$tmp/run.log")"
-echo "[test-install] ok: installed SDK, example plugin built against it, variants ran: $variants"
+# Sending every entry is mirrored's mean: 2 ranks sum the same two values in either order.
+diff=$(awk -F, '$1 == "topk-100pct-2" { print $NF }' "$out/comparison.csv")
+awk -v d="$diff" 'BEGIN { exit !(d != "" && d + 0 <= 1e-6) }' ||
+  fail "topk with ratio 1 ended $diff from mirrored (max parameter difference), not within 1e-6"
+diff=$(awk -F, '$1 == "topk-10pct-2" { print $NF }' "$out/comparison.csv")
+awk -v d="$diff" 'BEGIN { exit !(d + 0 > 0) }' || fail "topk with ratio 0.1 ended where mirrored did"
+# A sparsified rank sends (index, value) pairs only: 10% of mirrored's entries at 12 bytes each.
+last() { tail -n 1 "$out/$1/metrics.jsonl" | sed -n "s/.*\"$2\":\([0-9.e+]*\).*/\1/p"; }
+dense=$(last mirrored-2 comm_dense_bytes)
+sparse=$(last topk-10pct-2 comm_sparse_bytes)
+awk -v d="$dense" -v s="$sparse" 'BEGIN { exit !(d > 0 && s > 0.25 * d && s < 0.35 * d) }' ||
+  fail "topk 10% sent $sparse bytes per step against mirrored's $dense, not about 30%"
+echo "[test-install] ok: installed SDK, example plugin built against it, variants ran: ${variants//$'\n'/ }"
