@@ -59,7 +59,12 @@ done
 generator=()
 if command -v ninja >/dev/null 2>&1; then generator=(-G Ninja); fi
 launcher=()
-if command -v ccache >/dev/null 2>&1; then launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache); fi
+if command -v ccache >/dev/null 2>&1; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  # The prefix's paths hashed relative to the temporary folder: the next run hits the cache.
+  export CCACHE_BASEDIR="$tmp"
+  export CCACHE_NOHASHDIR=1
+fi
 example="$root/examples/strategy-plugin"
 echo "[test-install] building $example against $prefix"
 cmake -S "$example" -B "$tmp/topk-build" "${generator[@]}" "${launcher[@]}" \
