@@ -13,6 +13,7 @@
 
 #include "host/bench_comm.h"
 #include "host/bench_step.h"
+#include "host/compare.h"
 #include "host/describe.h"
 #include "host/experiment.h"
 #include "host/gradcheck.h"
@@ -119,8 +120,9 @@ int cmd_run(const CommonOptions& common, const std::string& file,
     std::string table = run_experiment(experiment, host);
     if (table.empty()) return 0;  // a rank other than 0 of a launched run
     const fs::path dir = experiment.output_dir / experiment.name;
-    std::cout << table << "\nComparison written to " << (dir / "comparison.md").string() << " and "
-              << (dir / "comparison.csv").string() << "\n";
+    std::cout << table << "\nComparison written to " << (dir / "comparison.md").string() << ", "
+              << (dir / "comparison.csv").string() << " and " << (dir / "report.html").string()
+              << "\n";
     return 0;
   });
 }
@@ -341,6 +343,22 @@ int dispatch(int argc, char** argv) {
   convert->add_option("--bert-config", convert_config,
                       "bert_config.json for the metadata (default: the one beside --from)");
 
+  CompareOptions compare_options;
+  std::vector<std::string> compare_runs_args;
+  std::string compare_output;
+  CLI::App* compare = app.add_subcommand(
+      "compare", "rebuild comparison.md/.csv, plots/ and report.html from finished runs");
+  compare
+      ->add_option("runs", compare_runs_args,
+                   "run folders: runs/EXPERIMENT or runs/EXPERIMENT/VARIANT (several, also of "
+                   "different experiments)")
+      ->required();
+  compare->add_option("--output", compare_output,
+                      "folder for the comparison (default: the experiment folder of the runs)");
+  compare->add_option("--reference", compare_options.reference,
+                      "reference variant for the parameter difference (default: [compare] "
+                      "reference, else the first)");
+
   DescribeRequest describe;
   CLI::App* plugins = app.add_subcommand("plugins", "list the components of every plugin");
   CLI::Option* describe_flag =
@@ -455,6 +473,11 @@ int dispatch(int argc, char** argv) {
     return cmd_gradcheck(common, file, sets, variants, output_dir, options);
   }
   if (tokenize->parsed()) return cmd_tokenize(vocab, no_lower_case, ids);
+  if (compare->parsed()) {
+    compare_options.runs.assign(compare_runs_args.begin(), compare_runs_args.end());
+    if (!compare_output.empty()) compare_options.output = fs::path(compare_output);
+    return compare_runs(compare_options, std::cout);
+  }
   return kExitConfig;
 }
 

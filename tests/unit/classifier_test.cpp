@@ -200,7 +200,7 @@ TEST(ClassifierProcessors, Xnli) {
 }
 
 TEST(ClassifierProcessors, UnknownTaskIsConfigError) {
-  EXPECT_THROW(make_processor("sst2"), ConfigError);
+  EXPECT_THROW(make_processor("sst3"), ConfigError);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -481,7 +481,7 @@ TEST(ClassifierOptions, Rules) {
   };
   EXPECT_TRUE(find("task_name").required);
   EXPECT_TRUE(find("data_dir").required);
-  EXPECT_TRUE(check_value(find("task_name"), std::string("qnli")).has_value());
+  EXPECT_TRUE(check_value(find("task_name"), std::string("squad")).has_value());
   EXPECT_FALSE(check_value(find("task_name"), std::string("xnli")).has_value());
   EXPECT_TRUE(check_value(find("max_seq_length"), int64_t{513}).has_value());
   EXPECT_TRUE(check_value(find("eval_split"), std::string("test")).has_value());
@@ -592,10 +592,11 @@ TEST(ClassifierTask, PrepareTrainAndEvaluate) {
   EvalContext eval_ctx;
   eval_ctx.eval_batch_size = 4;  // 6 examples: batches of 4 and 2
   const Metrics metrics = task.evaluate(*model, eval_ctx);
-  ASSERT_EQ(metrics.size(), 3u);
+  ASSERT_EQ(metrics.size(), 4u);
   EXPECT_EQ(metrics[0].first, "eval_accuracy");
   EXPECT_EQ(metrics[1].first, "eval_loss");
-  EXPECT_EQ(metrics[2].first, "f1");
+  EXPECT_EQ(metrics[2].first, "eval_f1");
+  EXPECT_EQ(metrics[3].first, "eval_combined_score");
   EXPECT_TRUE(model->is_training());  // mode given back
 
   // eval_loss is the mean over all examples, not over batch means.
@@ -642,7 +643,7 @@ TEST(ClassifierTask, ColaReportsMcc) {
   auto model = task.create_model(config, false);
   const Metrics metrics = task.evaluate(*model, EvalContext{});
   ASSERT_EQ(metrics.size(), 3u);
-  EXPECT_EQ(metrics[2].first, "mcc");
+  EXPECT_EQ(metrics[2].first, "eval_matthews_correlation");
 }
 
 TEST(ClassifierTask, SequenceLongerThanPositionsIsConfigError) {

@@ -103,7 +103,7 @@ TEST_F(EndToEnd, TheClassifierOverfits32MrpcExamples) {
     auto results =
         nlohmann::json::parse(read_file(out(std::string(variant) + "/eval_results.json")));
     EXPECT_DOUBLE_EQ(results["eval_accuracy"].get<double>(), 1.0) << variant << results.dump();
-    EXPECT_TRUE(results.contains("f1"));
+    EXPECT_TRUE(results.contains("eval_f1"));
     EXPECT_TRUE(results.contains("eval_loss"));
     EXPECT_EQ(results["global_step"], 100);
   }

@@ -25,17 +25,15 @@ std::optional<double> max_parameter_difference(const std::map<std::string, at::T
 
 namespace {
 
-struct Table {
-  std::vector<std::string> header;
-  std::vector<std::vector<std::string>> rows;
-};
-
 std::string format_number(double v) {
   if (!std::isfinite(v)) return "nan";
   return fmt::format("{:.4f}", v);
 }
 
-Table build_table(const ResolvedExperiment& experiment, const std::vector<VariantResult>& results) {
+}  // namespace
+
+ComparisonTable comparison_table(const ResolvedExperiment& experiment,
+                                 const std::vector<VariantResult>& results) {
   // Metric columns: every metric any variant reported, in first-seen order.
   std::vector<std::string> metric_names;
   for (const auto& r : results) {
@@ -49,7 +47,7 @@ Table build_table(const ResolvedExperiment& experiment, const std::vector<Varian
   for (const auto& r : results) {
     if (r.name == experiment.reference) reference = &r;
   }
-  Table t;
+  ComparisonTable t;
   t.header = {"variant", "steps", "final_loss"};
   t.header.insert(t.header.end(), metric_names.begin(), metric_names.end());
   t.header.insert(t.header.end(), {"examples_per_second", "wall_time_s",
@@ -65,6 +63,8 @@ Table build_table(const ResolvedExperiment& experiment, const std::vector<Varian
     row.push_back(fmt::format("{:.1f}", r.wall_time_s));
     if (reference == nullptr) {
       row.push_back("n/a (reference not run)");
+    } else if (r.final_parameters.empty() || reference->final_parameters.empty()) {
+      row.push_back("n/a (no final weights)");
     } else if (auto diff =
                    max_parameter_difference(r.final_parameters, reference->final_parameters)) {
       row.push_back(fmt::format("{:.3g}", *diff));
@@ -75,6 +75,8 @@ Table build_table(const ResolvedExperiment& experiment, const std::vector<Varian
   }
   return t;
 }
+
+namespace {
 
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
@@ -90,7 +92,7 @@ std::string csv_field(const std::string& s) {
 
 std::string comparison_markdown(const ResolvedExperiment& experiment,
                                 const std::vector<VariantResult>& results) {
-  Table t = build_table(experiment, results);
+  ComparisonTable t = comparison_table(experiment, results);
   std::string out =
       fmt::format("# {}: comparison\n\nReference variant: `{}`. Experiment file: `{}`.\n\n",
                   experiment.name, experiment.reference, experiment.file.string());
@@ -104,7 +106,7 @@ std::string comparison_markdown(const ResolvedExperiment& experiment,
 
 std::string comparison_csv(const ResolvedExperiment& experiment,
                            const std::vector<VariantResult>& results) {
-  Table t = build_table(experiment, results);
+  ComparisonTable t = comparison_table(experiment, results);
   auto line = [](const std::vector<std::string>& fields) {
     std::string out;
     for (size_t i = 0; i < fields.size(); ++i) out += (i ? "," : "") + csv_field(fields[i]);

@@ -15,6 +15,9 @@ std::vector<OptionDecl> experiment_options() {
       string_option("output_dir", "runs",
                     "folder for results, relative to the current folder (as Google's "
                     "--output_dir); --output-dir overrides it"),
+      bool_option("tensorboard", false,
+                  "also write TensorBoard event files (events.out.tfevents.*) into each "
+                  "variant's folder: `tensorboard --logdir OUTPUT_DIR/NAME`"),
   };
 }
 

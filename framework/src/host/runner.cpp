@@ -38,6 +38,9 @@
 #include "host/precision.h"
 #include "host/process_rank.h"
 #include "host/progress.h"
+#include "host/report.h"
+#include "host/run_outputs.h"
+#include "host/tensorboard.h"
 #include "host/threads.h"
 #include "host/train_checkpoint.h"
 
@@ -127,6 +130,32 @@ std::string metrics_json(const Metrics& metrics, int64_t global_step) {
   for (const auto& [name, value] : metrics) j[name] = value;
   j["global_step"] = global_step;
   return j.dump(2) + "\n";
+}
+
+double unix_time_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+/// run_summary.json (for `bertlab compare`) and, with [experiment] tensorboard, the variant's
+/// TensorBoard event file, both from the finished variant's files.
+void write_variant_summary(const ResolvedExperiment& experiment, const ResolvedVariant& variant,
+                           const VariantResult& result, double start_time) {
+  RunSummary summary;
+  summary.experiment = experiment.name;
+  summary.experiment_file = experiment.file.string();
+  summary.reference = experiment.reference;
+  summary.variant = variant.name;
+  summary.steps = result.steps;
+  summary.final_loss = result.final_loss;
+  summary.examples_per_second = result.examples_per_second;
+  summary.wall_time_s = result.wall_time_s;
+  summary.start_time = start_time;
+  write_file_atomic(result.dir / "run_summary.json", summary_json(summary));
+  if (!variant.experiment.get_bool("tensorboard") || !is_variant_dir(result.dir)) return;
+  const VariantOutputs outputs = read_variant_outputs(result.dir);
+  const fs::path events =
+      write_event_file(result.dir, start_time, variant_events(outputs, start_time));
+  log_info("train", "variant '{}': TensorBoard events {}", variant.name, events.string());
 }
 
 /// What every rank's training loop needs; shared read-only by the rank threads.
@@ -716,6 +745,7 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
     }
   }
   const auto start = Clock::now();
+  const double start_time = unix_time_now();
   VariantResult result;
   result.name = variant.name;
   result.dir = experiment.output_dir / experiment.name / variant.name;
@@ -882,6 +912,7 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
                        {"bert_config", variant.bert_config.to_json()}});
   }
   result.wall_time_s = seconds_since(start);
+  if (files) write_variant_summary(experiment, variant, result, start_time);
   log_info("train", "variant '{}' done in {:.1f} s, {:.1f} examples/s; outputs in {}", variant.name,
            result.wall_time_s, result.examples_per_second, result.dir.string());
   return result;
@@ -899,10 +930,13 @@ std::string run_experiment(const ResolvedExperiment& experiment, const PluginHos
   }
   if (is_secondary_process()) return "";
   const fs::path dir = experiment.output_dir / experiment.name;
-  std::string md = comparison_markdown(experiment, results);
-  write_file_atomic(dir / "comparison.md", md);
-  write_file_atomic(dir / "comparison.csv", comparison_csv(experiment, results));
-  return md;
+  std::vector<VariantOutputs> outputs;
+  for (const auto& r : results) {
+    VariantOutputs none;  // do_train = false: no metrics.jsonl
+    none.dir = r.dir;
+    outputs.push_back(is_variant_dir(r.dir) ? read_variant_outputs(r.dir) : none);
+  }
+  return write_comparison(dir, experiment, results, outputs);
 }
 
 }  // namespace bertlab

@@ -48,6 +48,15 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
 /// Returns the comparison table (Markdown).
 std::string run_experiment(const ResolvedExperiment& experiment, const PluginHost& host);
 
+/// The comparison: one row per variant (name, steps, final loss, eval metrics, throughput,
+/// wall time, largest parameter difference from the reference).
+struct ComparisonTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+ComparisonTable comparison_table(const ResolvedExperiment& experiment,
+                                 const std::vector<VariantResult>& results);
+
 /// comparison.md / comparison.csv contents from the results (the reference may be absent).
 std::string comparison_markdown(const ResolvedExperiment& experiment,
                                 const std::vector<VariantResult>& results);

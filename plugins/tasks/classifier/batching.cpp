@@ -8,7 +8,7 @@
 namespace bertlab::classifier {
 
 Batch collate(const std::vector<InputFeatures>& features, const std::vector<int64_t>& indices,
-              const c10::Device& device) {
+              const c10::Device& device, bool regression) {
   BERTLAB_CHECK(!indices.empty(), "cannot collate an empty batch");
   const auto batch_size = static_cast<int64_t>(indices.size());
   const auto num_features = static_cast<int64_t>(features.size());
@@ -22,10 +22,12 @@ Batch collate(const std::vector<InputFeatures>& features, const std::vector<int6
   at::Tensor input_mask = at::empty({batch_size, seq_length}, at::kLong);
   at::Tensor segment_ids = at::empty({batch_size, seq_length}, at::kLong);
   at::Tensor label_ids = at::empty({batch_size}, at::kLong);
+  at::Tensor label_values = at::empty({batch_size}, at::kFloat);
   int64_t* ids_out = input_ids.data_ptr<int64_t>();
   int64_t* mask_out = input_mask.data_ptr<int64_t>();
   int64_t* segments_out = segment_ids.data_ptr<int64_t>();
   int64_t* labels_out = label_ids.data_ptr<int64_t>();
+  float* values_out = label_values.data_ptr<float>();
   for (int64_t row = 0; row < batch_size; ++row) {  // row: position in the batch
     const InputFeatures& f = features[indices[row]];
     BERTLAB_CHECK(static_cast<int64_t>(f.input_ids.size()) == seq_length,
@@ -35,11 +37,14 @@ Batch collate(const std::vector<InputFeatures>& features, const std::vector<int6
     std::copy(f.input_mask.begin(), f.input_mask.end(), mask_out + row * seq_length);
     std::copy(f.segment_ids.begin(), f.segment_ids.end(), segments_out + row * seq_length);
     labels_out[row] = f.label_id;
+    values_out[row] = f.label_value;
   }
-  return Batch{{"input_ids", input_ids.to(device)},
-               {"input_mask", input_mask.to(device)},
-               {"segment_ids", segment_ids.to(device)},
-               {"label_ids", label_ids.to(device)}};
+  Batch batch{{"input_ids", input_ids.to(device)},
+              {"input_mask", input_mask.to(device)},
+              {"segment_ids", segment_ids.to(device)},
+              {"label_ids", label_ids.to(device)}};
+  if (regression) batch.emplace("label_values", label_values.to(device));
+  return batch;
 }
 
 }  // namespace bertlab::classifier

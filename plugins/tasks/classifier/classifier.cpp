@@ -66,7 +66,7 @@ void append_cpu(const at::Tensor& values, std::vector<T>& out) {
 
 ClassifierTask::ClassifierTask(ClassifierOptions options)
     : options_(std::move(options)),
-      processor_(make_processor(options_.task_name)),
+      processor_(make_processor(options_)),
       labels_(processor_->labels()) {}
 
 void ClassifierTask::prepare(const TaskContext& ctx) {
@@ -88,25 +88,31 @@ void ClassifierTask::prepare(const TaskContext& ctx) {
                    options_.data_dir.string());
   train_features_ = convert_examples(train, labels_, options_.max_seq_length, tokenizer);
 
-  size_t eval_in_files = 0;
+  eval_sets_.clear();
   if (options_.eval_split == "train") {
-    eval_features_ = train_features_;
-    eval_in_files = train_features_.size();
+    eval_sets_.push_back({"", train_features_});
+    keep_first(eval_sets_.back().features, options_.max_eval_examples);
   } else {
-    std::vector<InputExample> dev = processor_->dev_examples(options_.data_dir);
-    eval_in_files = dev.size();
-    keep_first(dev, options_.max_eval_examples);
-    eval_features_ = convert_examples(dev, labels_, options_.max_seq_length, tokenizer);
+    for (EvalSet& set : processor_->eval_sets(options_.data_dir)) {
+      const size_t in_files = set.examples.size();
+      keep_first(set.examples, options_.max_eval_examples);
+      BERTLAB_CHECK_AS(DataError, !set.examples.empty(), "{}: no dev{} examples to evaluate in {}",
+                       processor_->name(), set.suffix, options_.data_dir.string());
+      log_info("data", "{}: {} eval{} examples (of {})", processor_->name(), set.examples.size(),
+               set.suffix, in_files);
+      eval_sets_.push_back({set.suffix, convert_examples(set.examples, labels_,
+                                                         options_.max_seq_length, tokenizer)});
+    }
   }
-  keep_first(eval_features_, options_.max_eval_examples);
-  BERTLAB_CHECK_AS(DataError, !eval_features_.empty(), "{}: no {} examples to evaluate in {}",
-                   processor_->name(), options_.eval_split, options_.data_dir.string());
+  BERTLAB_CHECK_AS(DataError, !eval_sets_.empty() && !eval_sets_[0].features.empty(),
+                   "{}: no {} examples to evaluate in {}", processor_->name(), options_.eval_split,
+                   options_.data_dir.string());
 
-  log_info("data", "{}: {} train examples (of {}) and {} {} examples (of {}) from {}",
-           processor_->name(), train_features_.size(), train_in_files, eval_features_.size(),
-           options_.eval_split, eval_in_files, options_.data_dir.string());
-  log_info("data", "{}: max_seq_length {}, {} labels", processor_->name(), options_.max_seq_length,
-           labels_.size());
+  log_info("data", "{}: {} train examples (of {}) and {} {} examples from {}", processor_->name(),
+           train_features_.size(), train_in_files, eval_sets_[0].features.size(),
+           options_.eval_split, options_.data_dir.string());
+  log_info("data", "{}: max_seq_length {}, {}", processor_->name(), options_.max_seq_length,
+           is_regression() ? std::string("regression") : fmt::format("{} labels", labels_.size()));
 }
 
 int64_t ClassifierTask::num_train_examples() const {
@@ -115,12 +121,13 @@ int64_t ClassifierTask::num_train_examples() const {
 
 std::shared_ptr<torch::nn::Module> ClassifierTask::create_model(const BertConfig& config,
                                                                 bool sparse_embeddings) const {
-  return ClassifierModel(config, static_cast<int64_t>(labels_.size()), sparse_embeddings).ptr();
+  const int64_t outputs = is_regression() ? 1 : static_cast<int64_t>(labels_.size());
+  return ClassifierModel(config, outputs, sparse_embeddings).ptr();
 }
 
 Batch ClassifierTask::make_train_batch(const std::vector<int64_t>& indices,
                                        const c10::Device& device) const {
-  return collate(train_features_, indices, device);
+  return collate(train_features_, indices, device, is_regression());
 }
 
 LossOutput ClassifierTask::compute_loss(torch::nn::Module& model, const Batch& batch) const {
@@ -130,7 +137,9 @@ LossOutput ClassifierTask::compute_loss(torch::nn::Module& model, const Batch& b
                          batch_tensor(batch, "input_mask"));
   const at::Tensor& label_ids = batch_tensor(batch, "label_ids");
   LossOutput out;
-  out.loss = per_example_loss(logits, label_ids).mean();
+  out.loss = is_regression()
+                 ? per_example_squared_error(logits, batch_tensor(batch, "label_values")).mean()
+                 : per_example_loss(logits, label_ids).mean();
   out.num_examples = label_ids.size(0);
   return out;
 }
@@ -141,31 +150,76 @@ Metrics ClassifierTask::evaluate(torch::nn::Module& model, const EvalContext& ct
   ClassifierModelImpl& classifier = as_classifier(model);
   const EvalModeScope eval_mode(classifier);
   const at::NoGradGuard no_grad;
+  Metrics metrics;
+  for (const EvalFeatures& set : eval_sets_) {
+    for (const auto& [key, value] : evaluate_set(classifier, set.features, ctx)) {
+      metrics.emplace_back(key + set.suffix, value);
+    }
+  }
+  return metrics;
+}
 
-  const auto total = static_cast<int64_t>(eval_features_.size());
-  std::vector<int64_t> predictions;  // [eval example]
+Metrics ClassifierTask::evaluate_set(ClassifierModelImpl& classifier,
+                                     const std::vector<InputFeatures>& features,
+                                     const EvalContext& ctx) const {
+  const bool regression = is_regression();
+  const auto total = static_cast<int64_t>(features.size());
+  std::vector<int64_t> predictions;  // [eval example] argmax label id (classification)
   std::vector<int64_t> label_ids;    // [eval example]
+  std::vector<double> scores;        // [eval example] predicted value (regression)
+  std::vector<double> targets;       // [eval example] true value (regression)
   std::vector<double> losses;        // [eval example]
   for (int64_t start = 0; start < total; start += ctx.eval_batch_size) {
     std::vector<int64_t> indices(std::min(ctx.eval_batch_size, total - start));
     for (size_t i = 0; i < indices.size(); ++i) indices[i] = start + static_cast<int64_t>(i);
-    const Batch batch = collate(eval_features_, indices, ctx.device);
+    const Batch batch = collate(features, indices, ctx.device, regression);
     const at::Tensor logits =
         classifier.forward(batch.at("input_ids"), batch.at("segment_ids"), batch.at("input_mask"));
-    append_cpu<int64_t>(logits.argmax(/*dim=*/-1), predictions);
-    append_cpu<int64_t>(batch.at("label_ids"), label_ids);
-    append_cpu<double>(per_example_loss(logits, batch.at("label_ids")).to(at::kDouble), losses);
+    if (regression) {
+      append_cpu<double>(logits.squeeze(1).to(at::kDouble), scores);
+      append_cpu<double>(batch.at("label_values").to(at::kDouble), targets);
+      append_cpu<double>(
+          per_example_squared_error(logits, batch.at("label_values")).to(at::kDouble), losses);
+    } else {
+      append_cpu<int64_t>(logits.argmax(/*dim=*/-1), predictions);
+      append_cpu<int64_t>(batch.at("label_ids"), label_ids);
+      append_cpu<double>(per_example_loss(logits, batch.at("label_ids")).to(at::kDouble), losses);
+    }
   }
 
+  Metrics metrics;
+  if (regression) {
+    // As Hugging Face's glue_compute_metrics for sts-b, and run_glue.py's combined_score.
+    const double r = pearson(scores, targets);
+    const double rho = spearman(scores, targets);
+    metrics = {{"eval_loss", mean(losses)},
+               {"eval_pearson", r},
+               {"eval_spearmanr", rho},
+               {"eval_combined_score", (r + rho) / 2.0}};
+    log_info("eval", "{}: {} examples, pearson {:.4f}, spearman {:.4f}, mse {:.4f}",
+             processor_->name(), total, r, rho, metrics[0].second);
+    return metrics;
+  }
   // As Google's metric_fn: accuracy of the argmax, and eval_loss as tf.metrics.mean of the
   // per-example losses over all examples (not a mean of batch means).
-  Metrics metrics{{"eval_accuracy", accuracy(predictions, label_ids)}, {"eval_loss", mean(losses)}};
-  if (options_.task_name == "mrpc") metrics.emplace_back("f1", f1_score(predictions, label_ids));
-  if (options_.task_name == "cola") {
-    metrics.emplace_back("mcc", matthews_corrcoef(predictions, label_ids));
+  const double acc = accuracy(predictions, label_ids);
+  metrics = {{"eval_accuracy", acc}, {"eval_loss", mean(losses)}};
+  switch (processor_->metric_set()) {
+    case MetricSet::kAccuracyAndF1: {
+      const double f1 = f1_score(predictions, label_ids);
+      metrics.emplace_back("eval_f1", f1);
+      metrics.emplace_back("eval_combined_score", (acc + f1) / 2.0);
+      break;
+    }
+    case MetricSet::kMatthews:
+      metrics.emplace_back("eval_matthews_correlation", matthews_corrcoef(predictions, label_ids));
+      break;
+    case MetricSet::kAccuracy:
+    case MetricSet::kPearsonSpearman:
+      break;
   }
-  log_info("eval", "{}: {} examples, accuracy {:.4f}, loss {:.4f}", processor_->name(), total,
-           metrics[0].second, metrics[1].second);
+  log_info("eval", "{}: {} examples, accuracy {:.4f}, loss {:.4f}", processor_->name(), total, acc,
+           metrics[1].second);
   return metrics;
 }
 

@@ -1,7 +1,7 @@
 #pragma once
 // The sequence classifier of run_classifier.py's create_model: BERT's pooled output, dropout,
-// one dense layer to the label logits. Parameter names follow Hugging Face's
-// BertForSequenceClassification: bert.*, classifier.weight, classifier.bias.
+// one dense layer to the label logits (one output for a regression task). Parameter names follow
+// Hugging Face's BertForSequenceClassification: bert.*, classifier.weight, classifier.bias.
 
 #include <ATen/core/Tensor.h>
 #include <bertlab/model/bert.h>
@@ -22,7 +22,8 @@ class ClassifierModelImpl : public torch::nn::Module {
   /// output_bias).
   ClassifierModelImpl(const BertConfig& config, int64_t num_labels, bool sparse_embeddings);
 
-  /// input_ids, segment_ids, input_mask: [batch, seq] int64. Returns logits [batch, num_labels].
+  /// input_ids, segment_ids, input_mask: [batch, seq] int64. Returns logits [batch, num_labels]
+  /// (for regression, num_labels = 1: the predicted score).
   /// Dropout on the pooled output is active in training mode only.
   at::Tensor forward(const at::Tensor& input_ids, const at::Tensor& segment_ids,
                      const at::Tensor& input_mask);
@@ -44,5 +45,10 @@ inline constexpr double kClassifierInitStddev = 0.02;
 /// Google's per_example_loss: −Σ one_hot(label) · log_softmax(logits), i.e. the cross-entropy
 /// of each example. logits [batch, num_labels] float, label_ids [batch] int64 → [batch].
 at::Tensor per_example_loss(const at::Tensor& logits, const at::Tensor& label_ids);
+
+/// The regression loss of Hugging Face's BertForSequenceClassification with num_labels = 1
+/// (MSELoss, here before the mean): (logit − value)² per example. logits [batch, 1] float,
+/// label_values [batch] float → [batch].
+at::Tensor per_example_squared_error(const at::Tensor& logits, const at::Tensor& label_values);
 
 }  // namespace bertlab::classifier

@@ -13,7 +13,8 @@ void register_components(bertlab::Registry& registry) {
   registry.add_task(
       bertlab::ComponentSpec{
           "classifier",
-          "sentence(-pair) classification as Google's run_classifier.py: MRPC, CoLA, MNLI, XNLI",
+          "sentence(-pair) classification and regression as run_classifier.py: the nine GLUE "
+          "tasks, XNLI, and generic tsv/jsonl files",
           bertlab::classifier::classifier_option_decls()},
       [](const bertlab::ConfigView& view) -> std::unique_ptr<bertlab::Task> {
         return std::make_unique<bertlab::classifier::ClassifierTask>(

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace bertlab::classifier {
 
@@ -62,10 +63,22 @@ PackedTokens pack_tokens(std::vector<std::string> tokens_a, std::vector<std::str
 InputFeatures convert_single_example(const InputExample& example,
                                      const std::vector<std::string>& labels, int64_t max_seq_length,
                                      const FullTokenizer& tokenizer) {
-  const auto label = std::find(labels.begin(), labels.end(), example.label);
-  BERTLAB_CHECK_AS(DataError, label != labels.end(),
-                   "example {}: unknown label \"{}\"; expected one of {}", example.guid,
-                   example.label, fmt::join(labels, "|"));
+  // Regression (no labels, as Hugging Face's output_mode "regression"): the label is a number.
+  int64_t label_id = 0;
+  float label_value = 0.0F;
+  if (labels.empty()) {
+    const std::optional<double> score = parse_score(example.label);
+    BERTLAB_CHECK_AS(DataError, score.has_value(),
+                     "example {}: label \"{}\" is not a number; a regression task expects one",
+                     example.guid, example.label);
+    label_value = static_cast<float>(*score);
+  } else {
+    const auto label = std::find(labels.begin(), labels.end(), example.label);
+    BERTLAB_CHECK_AS(DataError, label != labels.end(),
+                     "example {}: unknown label \"{}\"; expected one of {}", example.guid,
+                     example.label, fmt::join(labels, "|"));
+    label_id = label - labels.begin();
+  }
   // Google tokenizes text_b only when it is a non-empty string.
   std::vector<std::string> tokens_b;
   if (!example.text_b.empty()) tokens_b = tokenizer.tokenize(example.text_b);
@@ -80,7 +93,8 @@ InputFeatures convert_single_example(const InputExample& example,
   features.input_ids.resize(length, 0);
   features.input_mask.resize(length, 0);
   features.segment_ids.resize(length, 0);
-  features.label_id = label - labels.begin();
+  features.label_id = label_id;
+  features.label_value = label_value;
   return features;
 }
 

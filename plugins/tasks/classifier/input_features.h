@@ -19,7 +19,8 @@ struct InputFeatures {
   std::vector<int64_t> input_ids;    ///< [seq] vocabulary ids, 0 after the last token
   std::vector<int64_t> input_mask;   ///< [seq] 1 for real tokens, 0 for padding
   std::vector<int64_t> segment_ids;  ///< [seq] 0 for [CLS] a [SEP], 1 for b [SEP], 0 padding
-  int64_t label_id = 0;              ///< index into the processor's labels()
+  int64_t label_id = 0;              ///< index into the processor's labels(); 0 for regression
+  float label_value = 0.0F;          ///< regression target (the numeric label); 0 otherwise
 };
 
 /// Tokens and segment ids before id lookup and padding.
@@ -39,8 +40,9 @@ void truncate_seq_pair(std::vector<std::string>& tokens_a, std::vector<std::stri
 PackedTokens pack_tokens(std::vector<std::string> tokens_a, std::vector<std::string> tokens_b,
                          int64_t max_seq_length);
 
-/// Tokenizes, packs, looks up ids, pads, and maps the label to its index in `labels`.
-/// Throws DataError naming the guid when the label is not in `labels`.
+/// Tokenizes, packs, looks up ids, pads, and maps the label to its index in `labels`, or, when
+/// `labels` is empty (regression), parses it as a number. Throws DataError naming the guid when
+/// the label is not in `labels` / not a number.
 InputFeatures convert_single_example(const InputExample& example,
                                      const std::vector<std::string>& labels, int64_t max_seq_length,
                                      const FullTokenizer& tokenizer);

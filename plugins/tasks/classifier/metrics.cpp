@@ -2,6 +2,7 @@
 
 #include <bertlab/error.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numeric>
 
@@ -64,6 +65,45 @@ double matthews_corrcoef(const std::vector<int64_t>& predictions,
 double mean(const std::vector<double>& values) {
   if (values.empty()) return 0.0;
   return std::accumulate(values.begin(), values.end(), 0.0) / static_cast<double>(values.size());
+}
+
+double pearson(const std::vector<double>& x, const std::vector<double>& y) {
+  BERTLAB_CHECK(x.size() == y.size() && x.size() >= 2,
+                "a correlation needs two series of the same length, at least 2; got {} and {}",
+                x.size(), y.size());
+  const double mean_x = mean(x);
+  const double mean_y = mean(y);
+  double xy = 0.0;
+  double xx = 0.0;
+  double yy = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    xy += (x[i] - mean_x) * (y[i] - mean_y);
+    xx += (x[i] - mean_x) * (x[i] - mean_x);
+    yy += (y[i] - mean_y) * (y[i] - mean_y);
+  }
+  if (xx == 0.0 || yy == 0.0) return 0.0;
+  return xy / std::sqrt(xx * yy);
+}
+
+std::vector<double> average_ranks(const std::vector<double>& values) {
+  std::vector<size_t> order(values.size());  // [rank - 1] → index into values
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return values[a] < values[b]; });
+  std::vector<double> ranks(values.size());
+  for (size_t start = 0; start < order.size();) {
+    size_t end = start + 1;  // [start, end): one run of equal values
+    while (end < order.size() && values[order[end]] == values[order[start]]) ++end;
+    // Ranks start + 1 ... end share their mean.
+    const double rank = (static_cast<double>(start + 1) + static_cast<double>(end)) / 2.0;
+    for (size_t k = start; k < end; ++k) ranks[order[k]] = rank;
+    start = end;
+  }
+  return ranks;
+}
+
+double spearman(const std::vector<double>& x, const std::vector<double>& y) {
+  return pearson(average_ranks(x), average_ranks(y));
 }
 
 }  // namespace bertlab::classifier

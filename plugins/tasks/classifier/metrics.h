@@ -35,4 +35,16 @@ double matthews_corrcoef(const std::vector<int64_t>& predictions,
 /// Arithmetic mean; 0 for no values.
 double mean(const std::vector<double>& values);
 
+/// Pearson correlation of `x` and `y` (same length, at least 2): cov(x, y) / (σx σy), as
+/// scipy.stats.pearsonr. 0 when either side is constant (scipy gives nan, which JSON cannot hold).
+double pearson(const std::vector<double>& x, const std::vector<double>& y);
+
+/// 1-based ranks of `values`, tied values sharing the mean of their ranks (scipy's rankdata
+/// "average"): {10, 20, 20, 5} → {2, 3.5, 3.5, 1}.
+std::vector<double> average_ranks(const std::vector<double>& values);
+
+/// Spearman rank correlation, as scipy.stats.spearmanr: the Pearson correlation of the average
+/// ranks (so ties are handled as scipy does).
+double spearman(const std::vector<double>& x, const std::vector<double>& y);
+
 }  // namespace bertlab::classifier

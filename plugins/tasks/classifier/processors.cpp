@@ -5,7 +5,12 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 
+#include "generic_processor.h"
 #include "tsv_reader.h"
 
 namespace bertlab::classifier {
@@ -16,9 +21,14 @@ namespace {
 
 const std::vector<std::string> kBinaryLabels = {"0", "1"};
 const std::vector<std::string> kNliLabels = {"contradiction", "entailment", "neutral"};
+const std::vector<std::string> kEntailmentLabels = {"entailment", "not_entailment"};
+
+constexpr int kLastColumn = -1;  // the label is the row's last field (Python's line[-1])
+constexpr int kNoColumn = -2;    // no second text / guid from the row index
 
 /// Throws DataError unless `row` has at least `needed` fields; `layout` names the columns.
-void require_columns(const fs::path& file, const TsvRow& row, size_t needed, const char* layout) {
+void require_columns(const fs::path& file, const TsvRow& row, size_t needed,
+                     const std::string& layout) {
   BERTLAB_CHECK_AS(DataError, row.fields.size() >= needed,
                    "{}:{}: expected at least {} tab-separated columns ({}), found {}",
                    file.string(), row.line, needed, layout, row.fields.size());
@@ -32,94 +42,179 @@ void require_label(const fs::path& file, const TsvRow& row, const std::string& l
                    file.string(), row.line, label, column + 1, fmt::join(labels, "|"));
 }
 
+/// Throws DataError unless `score` is a number (STS-B's similarity score).
+void require_score(const fs::path& file, const TsvRow& row, const std::string& score,
+                   size_t column) {
+  BERTLAB_CHECK_AS(DataError, parse_score(score).has_value(),
+                   "{}:{}: score \"{}\" in column {} (1-based) is not a number; expected a "
+                   "decimal such as 3.8",
+                   file.string(), row.line, score, column + 1);
+}
+
 /// Google's guid "<set>-<i>", i the row's 0-based index in the file (header included).
-std::string row_guid(const char* set, const TsvRow& row) {
+std::string row_guid(const std::string& set, const TsvRow& row) {
   return fmt::format("{}-{}", set, row.line - 1);
 }
 
-// run_classifier.py's MrpcProcessor: a header row, then
-// Quality \t #1 ID \t #2 ID \t #1 String \t #2 String; the label is Quality.
-class MrpcProcessor : public DataProcessor {
+/// Where one GLUE task's columns are: indices into the row's fields.
+struct TsvLayout {
+  std::string name;                 ///< canonical task name
+  bool header = true;               ///< skip the first row
+  int text_a = 0;                   ///< column of text_a
+  int text_b = kNoColumn;           ///< column of text_b, or kNoColumn
+  int label = kLastColumn;          ///< column of the label, or kLastColumn
+  int guid = kNoColumn;             ///< column of the guid's id, or kNoColumn: the row index
+  size_t min_columns = 0;           ///< fewer is an error
+  std::string columns;              ///< the layout in words, for messages
+  std::vector<std::string> labels;  ///< empty: regression (the label is a number)
+  MetricSet metrics = MetricSet::kAccuracy;
+};
+
+/// A GLUE task read from train.tsv and dev.tsv by a TsvLayout, as Hugging Face's processors.
+class GlueProcessor : public DataProcessor {
  public:
-  std::string name() const override { return "mrpc"; }
+  explicit GlueProcessor(TsvLayout layout) : layout_(std::move(layout)) {}
+  std::string name() const override { return layout_.name; }
   std::vector<InputExample> train_examples(const fs::path& dir) const override {
     return read(dir / "train.tsv", "train");
   }
   std::vector<InputExample> dev_examples(const fs::path& dir) const override {
     return read(dir / "dev.tsv", "dev");
   }
-  std::vector<std::string> labels() const override { return kBinaryLabels; }
+  std::vector<std::string> labels() const override { return layout_.labels; }
+  MetricSet metric_set() const override { return layout_.metrics; }
 
- private:
-  static std::vector<InputExample> read(const fs::path& file, const char* set) {
+ protected:
+  std::vector<InputExample> read(const fs::path& file, const std::string& set) const {
     const std::vector<TsvRow> rows = read_tsv(file);
     std::vector<InputExample> examples;
-    for (size_t i = 1; i < rows.size(); ++i) {  // row 0 is the header
-      const TsvRow& row = rows[i];
-      require_columns(file, row, 5, "Quality, #1 ID, #2 ID, #1 String, #2 String");
-      require_label(file, row, row.fields[0], 0, kBinaryLabels);
-      examples.push_back({row_guid(set, row), row.fields[3], row.fields[4], row.fields[0]});
+    for (size_t i = layout_.header ? 1 : 0; i < rows.size(); ++i) {
+      examples.push_back(example(file, set, rows[i]));
     }
     return examples;
   }
-};
-
-// ColaProcessor: no header in train/dev; source \t label \t original label \t sentence.
-class ColaProcessor : public DataProcessor {
- public:
-  std::string name() const override { return "cola"; }
-  std::vector<InputExample> train_examples(const fs::path& dir) const override {
-    return read(dir / "train.tsv", "train");
-  }
-  std::vector<InputExample> dev_examples(const fs::path& dir) const override {
-    return read(dir / "dev.tsv", "dev");
-  }
-  std::vector<std::string> labels() const override { return kBinaryLabels; }
 
  private:
-  static std::vector<InputExample> read(const fs::path& file, const char* set) {
-    const std::vector<TsvRow> rows = read_tsv(file);
-    std::vector<InputExample> examples;
-    for (const TsvRow& row : rows) {
-      require_columns(file, row, 4, "source, label, original label, sentence");
-      require_label(file, row, row.fields[1], 1, kBinaryLabels);
-      examples.push_back({row_guid(set, row), row.fields[3], "", row.fields[1]});
+  InputExample example(const fs::path& file, const std::string& set, const TsvRow& row) const {
+    require_columns(file, row, layout_.min_columns, layout_.columns);
+    const auto at = [&](int column) -> const std::string& {
+      return row.fields[column == kLastColumn ? row.fields.size() - 1 : column];
+    };
+    const size_t label_column =
+        layout_.label == kLastColumn ? row.fields.size() - 1 : layout_.label;
+    if (layout_.labels.empty()) {
+      require_score(file, row, at(layout_.label), label_column);
+    } else {
+      require_label(file, row, at(layout_.label), label_column, layout_.labels);
     }
-    return examples;
+    InputExample e;
+    e.guid = layout_.guid == kNoColumn ? row_guid(set, row)
+                                       : fmt::format("{}-{}", set, at(layout_.guid));
+    e.text_a = at(layout_.text_a);
+    if (layout_.text_b != kNoColumn) e.text_b = at(layout_.text_b);
+    e.label = at(layout_.label);
+    return e;
   }
+
+  TsvLayout layout_;
 };
 
-// MnliProcessor: a header row; column 0 is the index used in the guid, columns 8 and 9 the
-// sentences, the last column the gold label. Dev is dev_matched.tsv.
-class MnliProcessor : public DataProcessor {
+// MNLI evaluates on dev_matched.tsv and dev_mismatched.tsv (run_glue.py's "_mm" keys).
+class MnliProcessor : public GlueProcessor {
  public:
-  std::string name() const override { return "mnli"; }
-  std::vector<InputExample> train_examples(const fs::path& dir) const override {
-    return read(dir / "train.tsv", "train");
-  }
+  using GlueProcessor::GlueProcessor;
   std::vector<InputExample> dev_examples(const fs::path& dir) const override {
     return read(dir / "dev_matched.tsv", "dev_matched");
   }
-  std::vector<std::string> labels() const override { return kNliLabels; }
-
- private:
-  static std::vector<InputExample> read(const fs::path& file, const char* set) {
-    const std::vector<TsvRow> rows = read_tsv(file);
-    std::vector<InputExample> examples;
-    for (size_t i = 1; i < rows.size(); ++i) {
-      const TsvRow& row = rows[i];
-      // Google needs columns 0..9 and takes the label from the last one; a row of exactly
-      // ten columns would use sentence2 as the label, so require one more.
-      require_columns(file, row, 11,
-                      "index, ..., sentence1 (9th), sentence2 (10th), ..., gold_label (last)");
-      const size_t label_column = row.fields.size() - 1;
-      require_label(file, row, row.fields[label_column], label_column, kNliLabels);
-      examples.push_back({fmt::format("{}-{}", set, row.fields[0]), row.fields[8], row.fields[9],
-                          row.fields[label_column]});
-    }
-    return examples;
+  std::vector<EvalSet> eval_sets(const fs::path& dir) const override {
+    return {{"", dev_examples(dir)}, {"_mm", read(dir / "dev_mismatched.tsv", "dev_mismatched")}};
   }
 };
+
+// The layouts of the GLUE files (the column numbers below are 0-based).
+TsvLayout mrpc_layout() {
+  // run_classifier.py's MrpcProcessor: Quality, #1 ID, #2 ID, #1 String, #2 String.
+  return {"mrpc",
+          true,
+          3,
+          4,
+          0,
+          kNoColumn,
+          5,
+          "Quality, #1 ID, #2 ID, #1 String, #2 String",
+          kBinaryLabels,
+          MetricSet::kAccuracyAndF1};
+}
+TsvLayout cola_layout() {
+  // No header in train/dev: source, label, original label, sentence.
+  return {"cola",
+          false,
+          3,
+          kNoColumn,
+          1,
+          kNoColumn,
+          4,
+          "source, label, original label, sentence",
+          kBinaryLabels,
+          MetricSet::kMatthews};
+}
+TsvLayout sst2_layout() {
+  // Header "sentence \t label".
+  return {"sst2",
+          true,
+          0,
+          kNoColumn,
+          1,
+          kNoColumn,
+          2,
+          "sentence, label",
+          kBinaryLabels,
+          MetricSet::kAccuracy};
+}
+TsvLayout stsb_layout() {
+  // index, genre, filename, year, old_index, source1, source2, sentence1, sentence2, score.
+  // The score is the last column (train.tsv and dev.tsv both end with it).
+  return {"stsb",
+          true,
+          7,
+          8,
+          kLastColumn,
+          0,
+          10,
+          "index, genre, filename, year, old_index, source1, source2, sentence1, sentence2, "
+          "score",
+          {},
+          MetricSet::kPearsonSpearman};
+}
+TsvLayout qqp_layout() {
+  // id, qid1, qid2, question1, question2, is_duplicate. Hugging Face skips rows too short for
+  // these columns; here they are an error like in every other task.
+  return {"qqp",
+          true,
+          3,
+          4,
+          5,
+          0,
+          6,
+          "id, qid1, qid2, question1, question2, is_duplicate",
+          kBinaryLabels,
+          MetricSet::kAccuracyAndF1};
+}
+TsvLayout mnli_layout() {
+  // index, promptID, pairID, genre, 4 parses, sentence1 (8), sentence2 (9), label1..5,
+  // gold_label (last). A row of exactly ten columns would take sentence2 as the label, so
+  // require one more.
+  return {"mnli",      true,
+          8,           9,
+          kLastColumn, 0,
+          11,          "index, ..., sentence1 (9th), sentence2 (10th), ..., gold_label (last)",
+          kNliLabels,  MetricSet::kAccuracy};
+}
+TsvLayout pair_layout(const std::string& name, const std::string& columns,
+                      std::vector<std::string> labels) {
+  // QNLI (index, question, sentence, label), RTE and WNLI (index, sentence1, sentence2, label).
+  return {name, true, 1, 2, kLastColumn, 0, 4, columns, std::move(labels), MetricSet::kAccuracy};
+}
 
 // XnliProcessor: trains on the machine-translated MultiNLI of one language
 // (multinli/multinli.train.<lang>.tsv: premise \t hypo \t label, "contradictory" meaning
@@ -160,6 +255,7 @@ class XnliProcessor : public DataProcessor {
     return examples;
   }
   std::vector<std::string> labels() const override { return kNliLabels; }
+  MetricSet metric_set() const override { return MetricSet::kAccuracy; }
 
  private:
   static constexpr const char* kLanguage = "zh";  // fixed in Google's XnliProcessor
@@ -167,15 +263,68 @@ class XnliProcessor : public DataProcessor {
 
 }  // namespace
 
-std::vector<std::string> supported_task_names() { return {"mrpc", "cola", "mnli", "xnli"}; }
+std::vector<EvalSet> DataProcessor::eval_sets(const fs::path& data_dir) const {
+  return {{"", dev_examples(data_dir)}};
+}
+
+std::vector<std::string> supported_task_names() {
+  return {"cola", "sst2", "sst-2", "mrpc", "stsb", "sts-b", "qqp",
+          "mnli", "qnli", "rte",   "wnli", "xnli", "tsv",   "jsonl"};
+}
+
+std::string canonical_task_name(const std::string& task_name) {
+  if (task_name == "sst-2") return "sst2";
+  if (task_name == "sts-b") return "stsb";
+  return task_name;
+}
 
 std::unique_ptr<DataProcessor> make_processor(const std::string& task_name) {
-  if (task_name == "mrpc") return std::make_unique<MrpcProcessor>();
-  if (task_name == "cola") return std::make_unique<ColaProcessor>();
-  if (task_name == "mnli") return std::make_unique<MnliProcessor>();
-  if (task_name == "xnli") return std::make_unique<XnliProcessor>();
+  const std::string name = canonical_task_name(task_name);
+  if (name == "mrpc") return std::make_unique<GlueProcessor>(mrpc_layout());
+  if (name == "cola") return std::make_unique<GlueProcessor>(cola_layout());
+  if (name == "sst2") return std::make_unique<GlueProcessor>(sst2_layout());
+  if (name == "stsb") return std::make_unique<GlueProcessor>(stsb_layout());
+  if (name == "qqp") return std::make_unique<GlueProcessor>(qqp_layout());
+  if (name == "mnli") return std::make_unique<MnliProcessor>(mnli_layout());
+  if (name == "qnli") {
+    return std::make_unique<GlueProcessor>(
+        pair_layout("qnli", "index, question, sentence, label", kEntailmentLabels));
+  }
+  if (name == "rte") {
+    return std::make_unique<GlueProcessor>(
+        pair_layout("rte", "index, sentence1, sentence2, label", kEntailmentLabels));
+  }
+  if (name == "wnli") {
+    return std::make_unique<GlueProcessor>(
+        pair_layout("wnli", "index, sentence1, sentence2, label", kBinaryLabels));
+  }
+  if (name == "xnli") return std::make_unique<XnliProcessor>();
+  BERTLAB_CHECK_AS(ConfigError, !is_generic_format(name),
+                   "task_name: \"{}\" reads the files and columns of the generic-format keys; "
+                   "make its processor from the task options",
+                   name);
   throw ConfigError(fmt::format("task_name: unknown task \"{}\"; supported tasks are {}", task_name,
                                 fmt::join(supported_task_names(), "|")));
+}
+
+std::unique_ptr<DataProcessor> make_processor(const ClassifierOptions& options) {
+  if (is_generic_format(options.task_name)) {
+    return std::make_unique<GenericProcessor>(options.task_name, options.generic);
+  }
+  return make_processor(options.task_name);
+}
+
+std::optional<double> parse_score(const std::string& text) {
+  if (text.empty() || std::isspace(static_cast<unsigned char>(text.front())) != 0) {
+    return std::nullopt;
+  }
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || errno == ERANGE || !std::isfinite(value)) {
+    return std::nullopt;
+  }
+  return value;
 }
 
 }  // namespace bertlab::classifier

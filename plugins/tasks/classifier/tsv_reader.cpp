@@ -52,23 +52,30 @@ int64_t line_of_offset(std::string_view text, size_t offset) {
 
 }  // namespace
 
-std::vector<TsvRow> parse_tsv(const std::string& text) {
+std::vector<TextLine> split_lines(const std::string& text) {
   std::string_view rest(text);
   if (rest.substr(0, kUtf8Bom.size()) == kUtf8Bom) rest.remove_prefix(kUtf8Bom.size());
-  std::vector<TsvRow> rows;
+  std::vector<TextLine> lines;
   int64_t line_number = 0;
   while (!rest.empty()) {
     const size_t end = rest.find_first_of("\r\n");
-    const std::string_view line = rest.substr(0, end);
-    rows.push_back(TsvRow{++line_number, split_fields(line)});
+    lines.push_back(TextLine{++line_number, std::string(rest.substr(0, end))});
     if (end == std::string_view::npos) break;  // last line without a terminator
     const bool crlf = rest[end] == '\r' && end + 1 < rest.size() && rest[end + 1] == '\n';
     rest.remove_prefix(end + (crlf ? 2 : 1));
   }
+  return lines;
+}
+
+std::vector<TsvRow> parse_tsv(const std::string& text) {
+  std::vector<TsvRow> rows;
+  for (const TextLine& line : split_lines(text)) {
+    rows.push_back(TsvRow{line.line, split_fields(line.text)});
+  }
   return rows;
 }
 
-std::vector<TsvRow> read_tsv(const std::filesystem::path& path) {
+std::vector<TextLine> read_lines(const std::filesystem::path& path) {
   const std::string text = read_bytes(path);
   if (const auto bad = find_invalid_utf8(text)) {
     throw DataError(
@@ -76,7 +83,15 @@ std::vector<TsvRow> read_tsv(const std::filesystem::path& path) {
                     "expect UTF-8 text",
                     path.string(), line_of_offset(text, *bad), *bad));
   }
-  return parse_tsv(text);
+  return split_lines(text);
+}
+
+std::vector<TsvRow> read_tsv(const std::filesystem::path& path) {
+  std::vector<TsvRow> rows;
+  for (const TextLine& line : read_lines(path)) {
+    rows.push_back(TsvRow{line.line, split_fields(line.text)});
+  }
+  return rows;
 }
 
 }  // namespace bertlab::classifier

@@ -25,6 +25,18 @@ struct TsvRow {
 /// and keeps it out of data columns in files without a header.
 std::vector<TsvRow> parse_tsv(const std::string& text);
 
+/// One line of a text file, without its terminator.
+struct TextLine {
+  int64_t line = 0;  ///< 1-based line number in the file
+  std::string text;  ///< the line's bytes
+};
+
+/// Splits `text` into lines as parse_tsv does (same terminators, same BOM rule).
+std::vector<TextLine> split_lines(const std::string& text);
+
+/// Reads `path` and splits it into lines, with read_tsv's checks (readable file, UTF-8).
+std::vector<TextLine> read_lines(const std::filesystem::path& path);
+
 /// Reads and parses `path`. Throws DataError naming the path when it cannot be read, and
 /// naming `path:line` when a line is not valid UTF-8 (Google decodes every field as UTF-8).
 std::vector<TsvRow> read_tsv(const std::filesystem::path& path);

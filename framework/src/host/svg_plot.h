@@ -1,0 +1,48 @@
+#pragma once
+// Small self-contained SVG charts for run reports: line plots of metrics against step (one
+// colour per variant, shared axes) and grouped bar charts. No external fonts or scripts.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bertlab {
+
+/// One line of a line plot: points (x[i], y[i]); a non-finite y breaks the line there.
+struct PlotSeries {
+  std::string name;       ///< legend entry
+  std::vector<double> x;  ///< e.g. steps
+  std::vector<double> y;  ///< same length as x
+};
+
+/// What a chart shows around its data.
+struct PlotOptions {
+  std::string title;    ///< above the plot area
+  std::string x_label;  ///< below the x axis
+  std::string y_label;  ///< beside the y axis
+  int width = 720;      ///< pixels
+  int height = 360;     ///< pixels
+};
+
+/// The SVG document of a line plot of every series on the same axes, with ticks and a legend.
+std::string render_line_plot(const PlotOptions& options, const std::vector<PlotSeries>& series);
+
+/// One group per category, one bar per series in it (series[i].y[c] is series i's value in
+/// category c; x is unused). For eval metrics side by side.
+std::string render_bar_chart(const PlotOptions& options, const std::vector<std::string>& categories,
+                             const std::vector<PlotSeries>& series);
+
+/// Round tick positions covering [lo, hi]: multiples of 1, 2 or 5 times a power of ten, about
+/// `target` of them. lo == hi gives ticks around the value.
+std::vector<double> nice_ticks(double lo, double hi, int target = 5);
+
+/// A tick label for `v` on an axis whose ticks are `spacing` apart.
+std::string format_tick(double v, double spacing);
+
+/// `text` with &, <, >, " and ' replaced by entities, for SVG and HTML text and attributes.
+std::string xml_escape(std::string_view text);
+
+/// The colour of series i (#rrggbb), cycling through ten distinguishable colours.
+const char* series_colour(size_t i);
+
+}  // namespace bertlab
