@@ -7,14 +7,15 @@ namespace bertlab {
 
 namespace {
 
+constexpr uint32_t kFree = ByteTrie::Unit{}.check;  // check of a slot no node holds
+
 // Builds the double array from keys sorted bytewise and without duplicates: the keys below a
 // node are a contiguous range of them, and its children are the distinct bytes at `depth`.
 class Builder {
  public:
   Builder(const std::vector<std::string_view>& keys, const std::vector<int32_t>& ids,
-          std::vector<uint32_t>& base, std::vector<uint32_t>& check, std::vector<int32_t>& value,
-          uint32_t free)
-      : keys_(keys), ids_(ids), base_(base), check_(check), value_(value), free_(free) {}
+          std::vector<ByteTrie::Unit>& units)
+      : keys_(keys), ids_(ids), units_(units) {}
 
   void run() {
     grow(1);
@@ -24,17 +25,14 @@ class Builder {
 
  private:
   void grow(size_t size) {
-    if (size <= base_.size()) return;
-    const size_t capacity = std::max(size, base_.size() * 2);
-    base_.resize(capacity, 0);
-    check_.resize(capacity, free_);
-    value_.resize(capacity, -1);
+    if (size <= units_.size()) return;
+    units_.resize(std::max(size, units_.size() * 2));
   }
 
-  bool is_free(size_t slot) const { return slot >= check_.size() || check_[slot] == free_; }
+  bool is_free(size_t slot) const { return slot >= units_.size() || units_[slot].check == kFree; }
 
   void take(size_t slot, uint32_t parent) {
-    check_[slot] = parent;
+    units_[slot].check = parent;
     if (slot / 64 >= used_.size()) used_.resize(slot / 64 + 1, 0);
     used_[slot / 64] |= uint64_t{1} << (slot % 64);
   }
@@ -54,7 +52,7 @@ class Builder {
   // Gives node `slot` the keys [lo, hi), which share their first `depth` bytes.
   void place(uint32_t slot, size_t lo, size_t hi, size_t depth) {
     if (lo < hi && keys_[lo].size() == depth) {
-      value_[slot] = ids_[lo];
+      units_[slot].value = ids_[lo];
       ++lo;
     }
     if (lo == hi) return;
@@ -83,7 +81,7 @@ class Builder {
       if (fits) break;
     }
     grow(base + children.back().byte + 2);
-    base_[slot] = static_cast<uint32_t>(base);
+    units_[slot].base = static_cast<uint32_t>(base);
     for (const Child& c : children) take(base + c.byte + 1, slot);
     for (const Child& c : children) {
       place(static_cast<uint32_t>(base + c.byte + 1), c.lo, c.hi, depth + 1);
@@ -92,10 +90,7 @@ class Builder {
 
   const std::vector<std::string_view>& keys_;
   const std::vector<int32_t>& ids_;
-  std::vector<uint32_t>& base_;
-  std::vector<uint32_t>& check_;
-  std::vector<int32_t>& value_;
-  uint32_t free_;
+  std::vector<ByteTrie::Unit>& units_;
   std::vector<uint64_t> used_;  // bit per slot: whether a node holds it
   size_t first_free_ = 1;
 };
@@ -120,17 +115,12 @@ ByteTrie ByteTrie::build(const std::vector<std::pair<std::string_view, int32_t>>
     }
   }
   ByteTrie trie;
-  Builder(sorted, ids, trie.base_, trie.check_, trie.value_, kFree).run();
-  // Trim the unused tail the doubling left, keeping room for any byte after the last node so
-  // that a lookup needs only its bounds check.
-  size_t used = trie.check_.size();
-  while (used > 1 && trie.check_[used - 1] == kFree) --used;
-  trie.base_.resize(used);
-  trie.check_.resize(used);
-  trie.value_.resize(used);
-  trie.base_.shrink_to_fit();
-  trie.check_.shrink_to_fit();
-  trie.value_.shrink_to_fit();
+  Builder(sorted, ids, trie.units_).run();
+  // Trim the unused tail the doubling left: a lookup past the end fails its bounds check.
+  size_t used = trie.units_.size();
+  while (used > 1 && trie.units_[used - 1].check == kFree) --used;
+  trie.units_.resize(used);
+  trie.units_.shrink_to_fit();
   return trie;
 }
 
@@ -138,11 +128,11 @@ int32_t ByteTrie::find(std::string_view key) const {
   if (key.empty()) return -1;
   uint32_t node = 0;
   for (const char c : key) {
-    const size_t next = static_cast<size_t>(base_[node]) + static_cast<uint8_t>(c) + 1;
-    if (next >= base_.size() || check_[next] != node) return -1;
+    const size_t next = static_cast<size_t>(units_[node].base) + static_cast<uint8_t>(c) + 1;
+    if (next >= units_.size() || units_[next].check != node) return -1;
     node = static_cast<uint32_t>(next);
   }
-  return value_[node];
+  return units_[node].value;
 }
 
 }  // namespace bertlab

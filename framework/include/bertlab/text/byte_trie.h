@@ -32,12 +32,13 @@ class ByteTrie {
   Match longest_prefix(std::string_view text) const {
     Match best;
     uint32_t node = 0;
-    const size_t size = base_.size();
+    const size_t size = units_.size();
     for (size_t i = 0; i < text.size(); ++i) {
-      const size_t next = static_cast<size_t>(base_[node]) + static_cast<uint8_t>(text[i]) + 1;
-      if (next >= size || check_[next] != node) break;
+      const size_t next =
+          static_cast<size_t>(units_[node].base) + static_cast<uint8_t>(text[i]) + 1;
+      if (next >= size || units_[next].check != node) break;
       node = static_cast<uint32_t>(next);
-      const int32_t id = value_[node];
+      const int32_t id = units_[node].value;
       if (id >= 0 && (i + 1 == text.size() || (static_cast<uint8_t>(text[i + 1]) & 0xC0) != 0x80)) {
         best = Match{i + 1, id};
       }
@@ -49,14 +50,18 @@ class ByteTrie {
   int32_t find(std::string_view key) const;
 
   /// Number of slots in the double array (nodes plus holes), for tests and sizing.
-  size_t slots() const { return base_.size(); }
+  size_t slots() const { return units_.size(); }
+
+  /// One slot of the double array; the three fields side by side, so that a step of the walk
+  /// touches one cache line.
+  struct Unit {
+    uint32_t base = 0;            // offset of the node's children
+    uint32_t check = UINT32_MAX;  // parent slot, UINT32_MAX when unused; the root is slot 0
+    int32_t value = -1;           // id of the key ending here, -1 when none
+  };
 
  private:
-  static constexpr uint32_t kFree = UINT32_MAX;  // check_ of a slot no node uses
-
-  std::vector<uint32_t> base_;   // [slot] offset of the node's children
-  std::vector<uint32_t> check_;  // [slot] parent slot, kFree when unused; the root is slot 0
-  std::vector<int32_t> value_;   // [slot] id of the key ending here, -1 when none
+  std::vector<Unit> units_;  // [slot]
 };
 
 }  // namespace bertlab
