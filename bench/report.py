@@ -1,5 +1,11 @@
 #!/usr/bin/python3
-"""Turns bench/run.sh's raw JSON lines (bench/out/) into bench/results.md."""
+"""Turns bench/run.sh's raw JSON lines (bench/out/) into bench/results.md.
+
+    report.py OUT [PREVIOUS]
+
+After a partial run (bench/run.sh --only, which lists its rows in OUT/rows), the rows it did not
+rerun are taken from PREVIOUS, the results.md it replaces, and marked with their run's date.
+"""
 
 import datetime
 import json
@@ -10,8 +16,67 @@ import sys
 
 
 def load(path):
+    if not os.path.exists(path):
+        return []
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
+
+
+def row_key(line):
+    """What a row of the targets table measures: its first cell up to any parenthesis."""
+    cell = line.split("|")[1].strip()
+    if cell.startswith("["):
+        cell = cell.split("] ", 1)[1]  # the date of a row carried from an earlier run
+    return cell.split(" (")[0]
+
+
+STEPS = "## Training steps (median over the repetitions)"
+
+
+def merge(lines, previous_path, rerun):
+    """Lines of results.md with what this run did not rerun taken from the previous results.md:
+    rows of the targets table (their first cell starts with the date of their run), rows of the
+    steps table of a model not rerun, and the `bench gemm` line."""
+    if not previous_path or not os.path.exists(previous_path):
+        return lines
+    previous = open(previous_path, encoding="utf-8").read().rstrip("\n").split("\n")
+    if STEPS not in previous:
+        return lines
+    when = (previous[0].split("(", 1)[1].split(")")[0].split(";")[0]
+            if "(" in previous[0] else "an earlier run")
+
+    def targets(ls):
+        return [l for l in ls[:ls.index(STEPS)] if l.startswith("| ") and not l.startswith("| what")]
+
+    def steps(ls):
+        return [l for l in ls[ls.index(STEPS):] if l.startswith("| tiny |") or l.startswith("| base |")]
+
+    def gemm_line(ls):
+        return next((l for l in ls if l.startswith("`bench gemm`")), "")
+
+    new_rows = {row_key(l): l for l in targets(lines)}
+    merged = []
+    for l in targets(previous):
+        key = row_key(l)
+        if key in new_rows:
+            merged.append(new_rows.pop(key))
+        elif l.startswith("| ["):
+            merged.append(l)  # carried before: keeps its date
+        else:
+            merged.append(f"| [{when}] " + l[2:])
+    merged.extend(new_rows.values())
+    notes = []
+    if any(l.startswith("| [") for l in merged):
+        notes = ["A row whose first cell starts with [date] was not rerun: it comes from the "
+                 "run of that date, its ratio from within that run."]
+    step_rows = [l for l in steps(previous) if l.split("|")[1].strip() not in rerun]
+    step_rows += [l for l in steps(lines) if l.split("|")[1].strip() in rerun]
+    step_rows.sort(key=lambda l: l.split("|")[1].strip() != "tiny")
+    head = lines[:lines.index("|---|---|---|---:|---|---|") + 1]
+    head[0] = f"{head[0][:-1]}; rows rerun: {', '.join(rerun)})"
+    steps_head = lines[lines.index(STEPS):lines.index(STEPS) + 4]
+    gemm = gemm_line(lines) if "gemm" in rerun else gemm_line(previous)
+    return head + merged + [""] + notes + [""] + steps_head + step_rows + ["", gemm]
 
 
 def one(out, name):
@@ -61,8 +126,11 @@ def main():
         pass
     lines.append(f"# bertlab benchmarks ({now})")
     lines.append("")
+    load_average = os.getloadavg()[0]
     lines.append(f"Machine: {os.cpu_count()} cores ({cpu}), {platform.platform()}. "
-                 f"Produced by `bench/run.sh`; ratios are taken within this one run.")
+                 f"Produced by `bench/run.sh`. The cores are shared with other jobs (load "
+                 f"average {load_average:.1f} when this report was written), so absolute figures are "
+                 f"noisy: each ratio compares two figures taken in this same run.")
     lines.append("")
     lines.append("## Targets")
     lines.append("")
@@ -168,6 +236,10 @@ def main():
     lines.append("")
     lines.append("`bench gemm` (1024², float32): " + ", ".join(
         f"{g:.1f} GFLOP/s at {t} thread(s)" for t, g in sorted(gemm.items())))
+    rerun = open(os.path.join(out, "rows"), encoding="utf-8").read().split() if os.path.exists(
+        os.path.join(out, "rows")) else []
+    if rerun:
+        lines = merge(lines, sys.argv[2] if len(sys.argv) > 2 else None, rerun)
     print("\n".join(lines))
 
 

@@ -8,7 +8,27 @@
 #                                create_pretraining_data.py (with its TensorFlow stub) in DIR;
 #                                default ../shared/reference/google-bert; without it the
 #                                figures quoted in bench/reference.json are used
+#   bench/run.sh --only ROW[,ROW]  rerun only these rows: gemm, tiny, base, bytes, tokenize,
+#                                squad, create-data, pipeline; the other rows of
+#                                bench/results.md are kept, marked with the date of their run
 set -euo pipefail
+only=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --only) only=${2:?--only needs a comma-separated list of rows}; shift 2 ;;
+    --only=*) only=${1#--only=}; shift ;;
+    *) echo "bench/run.sh: unknown argument '$1'; use --only ROW[,ROW]" >&2; exit 2 ;;
+  esac
+done
+rows="gemm tiny base bytes tokenize squad create-data pipeline"
+for row in ${only//,/ }; do
+  if [[ " $rows " != *" $row "* ]]; then
+    echo "bench/run.sh: --only: unknown row '$row'; rows are: ${rows// /, }" >&2
+    exit 2
+  fi
+done
+# Whether row $1 runs this time.
+wanted() { [[ -z $only || ",$only," == *",$1,"* ]]; }
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 bash scripts/build.sh > /dev/null
@@ -16,6 +36,7 @@ bin="${BUILD_DIR:-build}/bin/bertlab"
 py=/usr/bin/python3  # Debian's, with python3-torch (the libtorch bertlab links)
 out=bench/out
 rm -rf "$out" && mkdir -p "$out"
+echo "${only//,/ }" > "$out/rows"
 repeats=${REPEATS:-3}
 google=${GOOGLE_BERT:-"$root/../shared/reference/google-bert"}
 vocab=tests/data/vocab/bert-base-uncased/vocab.txt
@@ -37,10 +58,13 @@ step() {
   echo "{\"config\": \"$name\", \"result\": $line}" >> "$out/steps.jsonl"
 }
 
-log "gemm peak"
-for t in 1 2; do "$bin" bench gemm --threads $t --size 1024 >> "$out/gemm.jsonl" 2> /dev/null; done
+if wanted gemm; then
+  log "gemm peak"
+  for t in 1 2; do "$bin" bench gemm --threads $t --size 1024 >> "$out/gemm.jsonl" 2> /dev/null; done
+fi
 
 for r in $(seq "$repeats"); do
+  wanted tiny || break
   log "tiny BERT steps, round $r of $repeats"
   for t in 1 2; do
     step "tiny" pytorch "$tiny" $t
@@ -51,6 +75,7 @@ for r in $(seq "$repeats"); do
   step "tiny" bertlab "$tiny --strategy sparse_allgather --replicas 2 --sparse_embeddings" 1
 done
 for r in $(seq $(( (repeats + 1) / 2 ))); do
+  wanted base || break
   log "BERT-Base steps, round $r"
   for t in 1 2; do
     step "base" pytorch "$base" $t
@@ -59,11 +84,13 @@ for r in $(seq $(( (repeats + 1) / 2 ))); do
   step "base" bertlab "$base --sparse_embeddings" 1
 done
 
-log "word-embedding bytes: mirrored vs sparse_allgather (vocab 30522 x 768, batch 32 x 128, 2 replicas)"
-bytes="--hidden_size 768 --num_hidden_layers 1 --num_attention_heads 12 --intermediate_size 3072 --batch 32 --seq 128 --steps 1"
-"$bin" bench step $bytes --strategy mirrored --replicas 2 > "$out/bytes_mirrored.json" 2> /dev/null
-"$bin" bench step $bytes --strategy sparse_allgather --replicas 2 --sparse_embeddings \
-  > "$out/bytes_sparse.json" 2> /dev/null
+if wanted bytes; then
+  log "word-embedding bytes: mirrored vs sparse_allgather (vocab 30522 x 768, batch 32 x 128, 2 replicas)"
+  bytes="--hidden_size 768 --num_hidden_layers 1 --num_attention_heads 12 --intermediate_size 3072 --batch 32 --seq 128 --steps 1"
+  "$bin" bench step $bytes --strategy mirrored --replicas 2 > "$out/bytes_mirrored.json" 2> /dev/null
+  "$bin" bench step $bytes --strategy sparse_allgather --replicas 2 --sparse_embeddings \
+    > "$out/bytes_sparse.json" 2> /dev/null
+fi
 
 log "tokenization, SQuAD features, create-data"
 "$py" - "$out" << 'PY'
@@ -80,31 +107,48 @@ for article in json.loads(raw)["data"]:
         lines.extend(q["question"] for q in p["qas"])
 open(f"{out}/dev-v2.0.txt", "w", encoding="utf-8").write("\n".join(lines))
 PY
-"$bin" bench tokenize --vocab "$vocab" --input "$out/dev-v2.0.txt" > "$out/tokenize.json" 2> /dev/null
-"$bin" bench squad-features --vocab_file "$vocab" --input tests/data/squad/dev-v2.0.json.zip \
-  > "$out/squad_features.json" 2> /dev/null
-# The sample text takes about a millisecond: the fastest of 20 runs (Google's: of 3).
-"$bin" bench create-data --input_file experiments/data/pretrain/sample_text.txt \
-  --vocab_file "$vocab" --repeat 20 > "$out/create_data.json" 2> /dev/null
+have_google=false
 if [[ -f "$google/tokenization.py" ]]; then
   log "Google's code from $google"
-  "$py" bench/google_reference.py --reference "$google" tokenize --vocab "$vocab" \
-    --input "$out/dev-v2.0.txt" > "$out/google_tokenize.json"
-  "$py" bench/google_reference.py --reference "$google" squad-features --vocab "$vocab" \
-    --input "$out/dev-v2.0.json" > "$out/google_squad_features.json"
-  "$py" bench/google_reference.py --reference "$google" create-data --vocab "$vocab" \
-    --input experiments/data/pretrain/sample_text.txt > "$out/google_create_data.json"
+  have_google=true
 else
   log "no Google BERT code at $google: quoting bench/reference.json"
 fi
+if wanted tokenize; then
+  "$bin" bench tokenize --vocab "$vocab" --input "$out/dev-v2.0.txt" > "$out/tokenize.json" 2> /dev/null
+  if $have_google; then
+    "$py" bench/google_reference.py --reference "$google" tokenize --vocab "$vocab" \
+      --input "$out/dev-v2.0.txt" > "$out/google_tokenize.json"
+  fi
+fi
+if wanted squad; then
+  "$bin" bench squad-features --vocab_file "$vocab" --input tests/data/squad/dev-v2.0.json.zip \
+    > "$out/squad_features.json" 2> /dev/null
+  if $have_google; then
+    "$py" bench/google_reference.py --reference "$google" squad-features --vocab "$vocab" \
+      --input "$out/dev-v2.0.json" > "$out/google_squad_features.json"
+  fi
+fi
+if wanted create-data; then
+  # The sample text takes about a millisecond: the fastest of 20 runs (Google's: of 3).
+  "$bin" bench create-data --input_file experiments/data/pretrain/sample_text.txt \
+    --vocab_file "$vocab" --repeat 20 > "$out/create_data.json" 2> /dev/null
+  if $have_google; then
+    "$py" bench/google_reference.py --reference "$google" create-data --vocab "$vocab" \
+      --input experiments/data/pretrain/sample_text.txt > "$out/google_create_data.json"
+  fi
+fi
 
-log "input pipeline: time waiting for batches in metrics.jsonl"
+wanted pipeline && log "input pipeline: time waiting for batches in metrics.jsonl"
 for mode in false true; do
+  wanted pipeline || break
   "$bin" run tests/data/experiments/pretrain.toml --variant single --set train.num_train_steps=40 \
     --set train.log_every_steps=10 --set task.streaming=$mode --set train.do_eval=false \
     --output-dir "$out/pipeline-$mode" > /dev/null 2>&1
 done
 
-"$py" bench/report.py "$out" > bench/results.md
+# A partial run keeps the rows it did not rerun from the results it replaces.
+"$py" bench/report.py "$out" bench/results.md > "$out/results.md"
+mv "$out/results.md" bench/results.md
 log "wrote bench/results.md"
 cat bench/results.md

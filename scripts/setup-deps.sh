@@ -12,6 +12,7 @@ packages=(
   clang-format
   clang-14 libclang-rt-14-dev libfuzzer-14-dev  # scripts/fuzz.sh, scripts/test.sh --sanitize=...
   python3-torch  # bench/python_reference.py: the same step in PyTorch, on the same libtorch
+  chromium  # report_test: renders runs/<experiment>/report.html headless to a PNG
 )
 
 missing=()

@@ -298,6 +298,9 @@ TEST(GenericFormat, JsonlErrorsNameFileAndLine) {
   write_file(dir / "train.jsonl", ok + "{\"review\": \"Broken\", \"stars\": \n");
   expect_contains(error_of<DataError>([&] { p.train_examples(dir.path()); }),
                   {"train.jsonl:2:", "not valid JSON", "one JSON object per line"});
+  write_file(dir / "train.jsonl", "{\"review\": \"Big.\", \"stars\": 1e400}\n");
+  expect_contains(error_of<DataError>([&] { p.train_examples(dir.path()); }),
+                  {"train.jsonl:1:", "not valid JSON", "1e400"});
   write_file(dir / "train.jsonl", ok + "[1, 2]\n");
   expect_contains(error_of<DataError>([&] { p.train_examples(dir.path()); }),
                   {"train.jsonl:2:", "array", "JSON object"});

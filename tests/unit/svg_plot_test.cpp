@@ -36,6 +36,9 @@ TEST(SvgPlot, TicksAreRoundAndCoverTheRange) {
   EXPECT_NEAR(small[1] - small[0], 1e-5, 1e-18);
   // Values near the double range still give finite ticks.
   for (double v : nice_ticks(-1e308, 1e308)) EXPECT_TRUE(std::isfinite(v));
+  const std::vector<double> subnormal = nice_ticks(5e-324, 5e-324);
+  ASSERT_GE(subnormal.size(), 2u);
+  EXPECT_LT(subnormal.front(), subnormal.back());
 }
 
 TEST(SvgPlot, TickLabelsHaveTheStepsDecimals) {

@@ -103,9 +103,11 @@ TEST(Tokenizer, MatchesLlamaCppReferenceIds) {
 // Google's tokenization.py on derived cases (expected files made by oracle_tokenize.py).
 
 struct GoogleCase {
+  const char* input_file;
   const char* expected_file;
   bool lower;
   bool ids;
+  size_t min_lines;  // guards against a truncated fixture
 };
 
 class GoogleCases : public ::testing::TestWithParam<GoogleCase> {};
@@ -113,11 +115,11 @@ class GoogleCases : public ::testing::TestWithParam<GoogleCase> {};
 TEST_P(GoogleCases, MatchGoogleLineByLine) {
   const GoogleCase& c = GetParam();
   const FullTokenizer& tokenizer = c.lower ? uncased_tokenizer() : cased_tokenizer();
-  const std::string input = read_file(data_path("tokenizer/google_cases.txt"));
+  const std::string input = read_file(data_path(std::string("tokenizer/") + c.input_file));
   const std::string expected = read_file(data_path(std::string("tokenizer/") + c.expected_file));
   const auto lines = split(input, "\n");
   const auto expected_lines = split(expected, "\n");
-  ASSERT_GE(lines.size(), 60u);
+  ASSERT_GE(lines.size(), c.min_lines);
   // Empty lines are part of the set: split() keeps those between separators.
   ASSERT_EQ(std::count(input.begin(), input.end(), '\n'),
             std::count(expected.begin(), expected.end(), '\n'));
@@ -130,11 +132,25 @@ TEST_P(GoogleCases, MatchGoogleLineByLine) {
   EXPECT_EQ(run_command(tokenizer, c.ids, input), expected);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tokenizer, GoogleCases,
-                         ::testing::Values(GoogleCase{"google_cases.uncased.tokens", true, false},
-                                           GoogleCase{"google_cases.uncased.ids", true, true},
-                                           GoogleCase{"google_cases.cased.tokens", false, false},
-                                           GoogleCase{"google_cases.cased.ids", false, true}));
+INSTANTIATE_TEST_SUITE_P(
+    Tokenizer, GoogleCases,
+    ::testing::Values(GoogleCase{"google_cases.txt", "google_cases.uncased.tokens", true, false,
+                                 60},
+                      GoogleCase{"google_cases.txt", "google_cases.uncased.ids", true, true, 60},
+                      GoogleCase{"google_cases.txt", "google_cases.cased.tokens", false, false, 60},
+                      GoogleCase{"google_cases.txt", "google_cases.cased.ids", false, true, 60}));
+
+// Differential test: 1,500 random lines (SQuAD text, vocabulary pieces glued together, unknown
+// and over-long words, mixed scripts with controls, spaces and punctuation) that
+// make_differential_cases.py ran through Google's tokenization.py.
+INSTANTIATE_TEST_SUITE_P(
+    Differential, GoogleCases,
+    ::testing::Values(
+        GoogleCase{"differential_cases.txt", "differential_cases.uncased.tokens", true, false,
+                   1500},
+        GoogleCase{"differential_cases.txt", "differential_cases.uncased.ids", true, true, 1500},
+        GoogleCase{"differential_cases.txt", "differential_cases.cased.tokens", false, false, 1500},
+        GoogleCase{"differential_cases.txt", "differential_cases.cased.ids", false, true, 1500}));
 
 // ---------------------------------------------------------------------------------------------
 // The classes one by one, with the examples of Google's tokenization_test.py.
@@ -206,6 +222,78 @@ TEST(WordpieceTokenizer, UnknownTokenMissingFromVocabHasNoId) {
     ids.push_back(id);
   });
   EXPECT_EQ(ids, (std::vector<int64_t>{-1}));
+}
+
+TEST(WordpieceTokenizer, DuplicateTokenAnswersItsLastLine) {
+  const Vocab vocab = Vocab::from_tokens({"[UNK]", "ab", "##c", "ab", "##c", "x"});
+  const WordpieceTokenizer tokenizer(&vocab);
+  std::vector<int64_t> ids;
+  tokenizer.for_each_piece("abc", [&](std::string_view, int64_t id) { ids.push_back(id); });
+  EXPECT_EQ(ids, (std::vector<int64_t>{3, 4}));
+}
+
+// The longest key that is a prefix of `text` and ends on a character, by trying every length.
+ByteTrie::Match brute_force_longest_prefix(const Vocab& vocab, std::string_view text,
+                                           bool continuation) {
+  for (size_t length = text.size(); length > 0; --length) {
+    if (length < text.size() && (static_cast<unsigned char>(text[length]) & 0xC0) == 0x80) {
+      continue;
+    }
+    const std::string key = (continuation ? "##" : "") + std::string(text.substr(0, length));
+    if (const auto id = vocab.find(key)) return ByteTrie::Match{length, static_cast<int32_t>(*id)};
+  }
+  return ByteTrie::Match{};
+}
+
+TEST(ByteTrie, LongestPrefixAgreesWithTheHashIndex) {
+  const Vocab& vocab = uncased_tokenizer().vocab();
+  // Candidates: every token, each with a suffix, its prefixes cut at any byte (so also inside
+  // a character), and tokens glued to each other.
+  std::vector<std::string> texts;
+  const auto& tokens = vocab.tokens();
+  for (size_t i = 0; i < tokens.size(); i += 7) {
+    const std::string& t = tokens[i];
+    texts.push_back(t);
+    texts.push_back(t + "\u00E9zz");
+    texts.push_back(t.substr(0, t.size() / 2));
+    if (t.size() > 2 && t.compare(0, 2, "##") == 0) texts.push_back(t.substr(2) + "s");
+    texts.push_back(t + tokens[(i * 31) % tokens.size()]);
+  }
+  size_t matched = 0;
+  for (const auto& text : texts) {
+    for (const bool continuation : {false, true}) {
+      const ByteTrie& trie = continuation ? vocab.continuation_trie() : vocab.word_start_trie();
+      const ByteTrie::Match got = trie.longest_prefix(text);
+      const ByteTrie::Match want = brute_force_longest_prefix(vocab, text, continuation);
+      EXPECT_EQ(got.length, want.length) << "'" << text << "' continuation " << continuation;
+      EXPECT_EQ(got.id, want.id) << "'" << text << "' continuation " << continuation;
+      matched += got.length > 0;
+    }
+  }
+  EXPECT_GT(matched, texts.size());  // most texts match as a word start and many as "##"
+}
+
+TEST(ByteTrie, BuildsFromAnyBytes) {
+  const std::string all_bytes = [] {
+    std::string s;
+    for (int b = 1; b < 256; ++b) s.push_back(static_cast<char>(b));
+    return s;
+  }();
+  const std::vector<std::pair<std::string_view, int32_t>> keys = {
+      {"", 9}, {"a", 0}, {"ab", 1}, {"a", 2}, {all_bytes, 3}, {std::string_view("\0x", 2), 4}};
+  const ByteTrie trie = ByteTrie::build(keys);
+  EXPECT_EQ(trie.find(""), -1);  // the empty key is never matched
+  EXPECT_EQ(trie.find("a"), 2);  // the later of two equal keys
+  EXPECT_EQ(trie.find("ab"), 1);
+  EXPECT_EQ(trie.find("abc"), -1);
+  EXPECT_EQ(trie.find(all_bytes), 3);
+  EXPECT_EQ(trie.find(std::string_view("\0x", 2)), 4);
+  EXPECT_EQ(trie.longest_prefix("abd").length, 2u);
+  EXPECT_EQ(trie.longest_prefix("zz").length, 0u);
+  // A key that ends inside a character of the text does not match there.
+  const ByteTrie split = ByteTrie::build({{"\xC3", 0}, {"b", 1}});
+  EXPECT_EQ(split.longest_prefix("\u00E9").length, 0u);
+  EXPECT_EQ(split.longest_prefix("\xC3").id, 0);
 }
 
 TEST(FullTokenizer, TokenizesAndConverts) {

@@ -114,7 +114,8 @@ RunSummary parse_summary(std::string_view text, const std::string& file) {
   s.experiment_file = string_or(j, "experiment_file");
   s.reference = string_or(j, "reference");
   s.variant = string_or(j, "variant");
-  s.steps = static_cast<int64_t>(number_or(j, "steps", 0));
+  auto steps = j.find("steps");
+  s.steps = steps != j.end() && steps->is_number_integer() ? steps->get<int64_t>() : 0;
   s.final_loss = number_or(j, "final_loss", kNaN);
   s.examples_per_second = number_or(j, "examples_per_second", 0);
   s.wall_time_s = number_or(j, "wall_time_s", 0);

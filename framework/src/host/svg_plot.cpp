@@ -163,6 +163,10 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
     lo -= pad;
     hi += pad;
   }
+  if (!(hi > lo)) {  // a subnormal constant: its padding rounded away
+    lo -= 1.0;
+    hi += 1.0;
+  }
   const double raw = (hi - lo) / std::max(1, target);
   const double power = std::pow(10.0, std::floor(std::log10(raw)));
   double step = power;
@@ -170,6 +174,7 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
     step = m * power;
     if (step >= raw) break;
   }
+  if (!(step > 0) || !std::isfinite(step)) return {lo, hi};
   const double first = std::floor(lo / step);
   const double last = std::ceil(hi / step);
   std::vector<double> ticks;

@@ -138,14 +138,6 @@ size_t decode(std::string_view text, const char* p, CodePoint* cp) {
   return static_cast<size_t>(n);
 }
 
-// Length of the sequence led by `lead`, in valid UTF-8.
-size_t sequence_length(unsigned char lead) {
-  if (lead < 0x80) return 1;
-  if (lead < 0xE0) return 2;
-  if (lead < 0xF0) return 3;
-  return 4;
-}
-
 void append_utf8(std::string& out, CodePoint cp) {
   if (cp < 0x80) {
     out.push_back(static_cast<char>(cp));
@@ -166,9 +158,7 @@ struct Scratch {
   std::string lowered;           // word after str.lower()
   std::vector<CodePoint> decomposed = std::vector<CodePoint>(64);  // NFD of lowered
   std::string stripped;                                            // decomposed without Mn (UTF-8)
-  std::vector<uint32_t> offsets;  // [code point] -> byte offset in a WordPiece word, + end
-  std::string probe;              // "##" + the WordPiece word
-  std::vector<int64_t> pieces;    // ids matched so far in a WordPiece word
+  std::vector<int64_t> pieces;  // ids matched so far in a WordPiece word
 };
 
 struct ScratchPool {
@@ -386,6 +376,20 @@ void Vocab::build_index() {
     if (slots_[at].id < 0) ++distinct_;
     slots_[at] = Slot{static_cast<uint32_t>(hash), static_cast<int32_t>(i)};
   }
+
+  // The tries see the lines in order, so that a duplicate answers its last line there too.
+  std::vector<std::pair<std::string_view, int32_t>> starts;
+  std::vector<std::pair<std::string_view, int32_t>> continuations;
+  starts.reserve(tokens_.size());
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    const std::string_view token = tokens_[i];
+    starts.emplace_back(token, static_cast<int32_t>(i));
+    if (token.size() > 2 && token.compare(0, 2, "##") == 0) {
+      continuations.emplace_back(token.substr(2), static_cast<int32_t>(i));
+    }
+  }
+  word_start_trie_ = ByteTrie::build(starts);
+  continuation_trie_ = ByteTrie::build(continuations);
 }
 
 Vocab Vocab::from_tokens(std::vector<std::string> tokens) {
@@ -601,55 +605,37 @@ std::vector<std::string> BasicTokenizer::tokenize(std::string_view text) const {
 void WordpieceTokenizer::for_each_piece(
     std::string_view word,
     const std::function<void(std::string_view piece, int64_t id)>& visit) const {
-  const auto visit_unknown = [&] { visit(unk_token_, vocab_->find(unk_token_).value_or(-1)); };
-
-  ScratchLease lease;
-  Scratch& s = *lease;
-  s.offsets.clear();
-  for (size_t i = 0; i < word.size(); i += sequence_length(static_cast<unsigned char>(word[i]))) {
-    s.offsets.push_back(static_cast<uint32_t>(i));
-  }
-  const size_t chars = s.offsets.size();
-  if (chars > max_chars_) {
-    visit_unknown();
-    return;
-  }
-  s.offsets.push_back(static_cast<uint32_t>(word.size()));
-
-  // probe holds "##" + word. Before probing from byte `begin` > 0 the two bytes in front of it
-  // are overwritten with "##": they belong to pieces already matched, so the continuation
-  // candidates are contiguous and need no copy.
-  s.probe.assign("##");
-  s.probe.append(word);
-  s.pieces.clear();
-  const size_t max_bytes = vocab_->max_token_bytes();
-  size_t start = 0;  // code point index
-  while (start < chars) {
-    const size_t begin = s.offsets[start];
-    const size_t prefix = start > 0 ? 2 : 0;
-    const char* key = s.probe.data() + 2 - prefix + begin;
-    if (prefix) {
-      s.probe[begin] = '#';
-      s.probe[begin + 1] = '#';
-    }
-    // Longest first, as Google's loop from end = len(chars) down; candidates longer than any
-    // vocabulary token cannot match and are skipped.
-    size_t end = chars;
-    while (end > start && s.offsets[end] - begin + prefix > max_bytes) --end;
-    std::optional<int64_t> found;
-    for (; end > start; --end) {
-      found = vocab_->find(std::string_view(key, s.offsets[end] - begin + prefix));
-      if (found) break;
-    }
-    if (!found) {
-      // Google gives up on the whole word, dropping the pieces matched so far.
-      visit_unknown();
+  // Google counts characters; a word of no more bytes than the limit cannot exceed it.
+  if (word.size() > max_chars_) {
+    const auto chars = static_cast<size_t>(std::count_if(word.begin(), word.end(), [](char c) {
+      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+    }));
+    if (chars > max_chars_) {
+      visit(unk_token_, unk_id_);
       return;
     }
-    s.pieces.push_back(*found);
-    start = end;
   }
-  for (const int64_t id : s.pieces) visit(vocab_->token_view(id), id);
+  ScratchLease lease;
+  std::vector<int64_t>& pieces = (*lease).pieces;
+  pieces.clear();
+  // Google tries the candidates from the longest down and keeps the first in the vocabulary:
+  // the longest vocabulary token that is a prefix of the rest of the word and ends on a
+  // character, which one walk of the trie finds. Pieces after the first carry "##", so they
+  // are looked up without it among the tokens that have it.
+  const ByteTrie* trie = &vocab_->word_start_trie();
+  size_t begin = 0;  // bytes of `word` matched so far
+  while (begin < word.size()) {
+    const ByteTrie::Match match = trie->longest_prefix(word.substr(begin));
+    if (match.length == 0) {
+      // Google gives up on the whole word, dropping the pieces matched so far.
+      visit(unk_token_, unk_id_);
+      return;
+    }
+    pieces.push_back(match.id);
+    begin += match.length;
+    trie = &vocab_->continuation_trie();
+  }
+  for (const int64_t id : pieces) visit(vocab_->token_view(id), id);
 }
 
 std::vector<std::string> WordpieceTokenizer::tokenize(std::string_view text) const {

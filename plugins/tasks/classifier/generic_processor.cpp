@@ -139,7 +139,7 @@ std::vector<InputExample> GenericProcessor::read_jsonl_file(const fs::path& file
     nlohmann::json object;
     try {
       object = nlohmann::json::parse(line.text);
-    } catch (const nlohmann::json::parse_error& e) {
+    } catch (const nlohmann::json::exception& e) {  // parse_error, out_of_range (1e400)
       throw DataError(fmt::format("{}: not valid JSON ({}); expected one JSON object per line",
                                   where, e.what()));
     }

@@ -25,7 +25,8 @@ std::string trim(const std::string& text) {
 }
 
 bool is_index(const std::string& column) {
-  return !column.empty() &&
+  constexpr size_t kMaxDigits = 6;  // no TSV has a million columns; keeps stoul in range
+  return !column.empty() && column.size() <= kMaxDigits &&
          std::all_of(column.begin(), column.end(), [](unsigned char c) { return std::isdigit(c); });
 }
 

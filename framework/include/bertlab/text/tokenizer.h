@@ -1,6 +1,8 @@
 #pragma once
 // Google BERT's tokenization.py: BasicTokenizer, WordpieceTokenizer, FullTokenizer.
 
+#include <bertlab/text/byte_trie.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -42,6 +44,10 @@ class Vocab {
   bool has_duplicates() const { return distinct_ != tokens_.size(); }
   /// Length in bytes of the longest token, which bounds WordPiece's longest-match search.
   size_t max_token_bytes() const { return max_token_bytes_; }
+  /// Every token, for WordPiece's first piece of a word (a duplicate answers its last line).
+  const ByteTrie& word_start_trie() const { return word_start_trie_; }
+  /// The tokens that start with "##", without it, for the pieces after the first.
+  const ByteTrie& continuation_trie() const { return continuation_trie_; }
 
  private:
   // One entry of the token -> id index.
@@ -61,6 +67,8 @@ class Vocab {
   std::vector<uint32_t> offsets_;  // [id] -> start of the token in pool_; [size()] = end
   size_t max_token_bytes_ = 0;
   size_t distinct_ = 0;  // distinct tokens
+  ByteTrie word_start_trie_;
+  ByteTrie continuation_trie_;
 };
 
 /// Byte offset of the first invalid UTF-8 sequence in `text`, or nullopt when valid.
@@ -91,7 +99,10 @@ class WordpieceTokenizer {
   /// `vocab` must outlive the tokenizer.
   WordpieceTokenizer(const Vocab* vocab, std::string unk_token = "[UNK]",
                      size_t max_input_chars_per_word = 200)
-      : vocab_(vocab), unk_token_(std::move(unk_token)), max_chars_(max_input_chars_per_word) {}
+      : vocab_(vocab),
+        unk_token_(std::move(unk_token)),
+        unk_id_(vocab->find(unk_token_).value_or(-1)),
+        max_chars_(max_input_chars_per_word) {}
   /// Splits `text` on whitespace, then each word into pieces, as Google's
   /// WordpieceTokenizer.tokenize.
   std::vector<std::string> tokenize(std::string_view text) const;
@@ -104,6 +115,7 @@ class WordpieceTokenizer {
  private:
   const Vocab* vocab_;
   std::string unk_token_;
+  int64_t unk_id_;    // id of unk_token_, -1 when the vocabulary lacks it
   size_t max_chars_;  // in code points
 };
 
