@@ -51,7 +51,8 @@ TEST(PluginReference, DescribeAllShowsEveryComponentWithItsOptions) {
   EXPECT_NE(md.out.find("| `replicas` | int |"), std::string::npos) << md.out;
   EXPECT_NE(md.out.find("`bertlab squad evaluate`"), std::string::npos) << md.out;
   // No file paths: every checkout generates the same reference.
-  EXPECT_EQ(md.out.find(".so"), std::string::npos) << md.out;
+  EXPECT_EQ(md.out.find(BERTLAB_BUILD_DIR), std::string::npos) << md.out;
+  EXPECT_NE(text.out.find(BERTLAB_BUILD_DIR), std::string::npos) << text.out;
 }
 
 TEST(PluginReference, DescribeNeedsANameOrAllAndAKnownFormat) {
