@@ -138,8 +138,10 @@ TEST(RunOutputs, MalformedLinesNameFileAndLine) {
     }
     return std::string("no error");
   };
-  EXPECT_EQ(message("{\"step\":1}\n{\"step\":2,\n"), "runs/x/v/metrics.jsonl:2: not valid JSON");
-  EXPECT_EQ(message("[1]\n"), "runs/x/v/metrics.jsonl:1: not a JSON object");
+  const std::string what = "; rerun the variant, or leave its folder out of the comparison";
+  EXPECT_EQ(message("{\"step\":1}\n{\"step\":2,\n"),
+            "runs/x/v/metrics.jsonl:2: not valid JSON" + what);
+  EXPECT_EQ(message("[1]\n"), "runs/x/v/metrics.jsonl:1: not a JSON object" + what);
   EXPECT_NE(message("{\"loss\":1}\n").find("metrics.jsonl:1: no \"step\""), std::string::npos);
   EXPECT_NE(message("{\"step\":-3}\n").find("non-negative integer"), std::string::npos);
   EXPECT_THROW(parse_eval_results("3", "eval_results.json"), DataError);
