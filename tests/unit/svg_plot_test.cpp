@@ -79,6 +79,10 @@ TEST(SvgPlot, OneLineAndColourPerVariantOnSharedAxes) {
     EXPECT_NE(svg.find(">" + series[i].name + "</text>"), std::string::npos);
   }
   EXPECT_STRNE(series_colour(0), series_colour(1));
+  // Variants that agree overlap: the second and third are dashed (line and legend sample), so
+  // the first shows through.
+  EXPECT_EQ(count(svg, "stroke-dasharray"), 4u);
+  EXPECT_NE(svg.find("stroke-dasharray=\"7 4\" points="), std::string::npos);
   // The y axis spans every series: its ticks reach 1.5 and go down to 0.5 or below.
   EXPECT_NE(svg.find(">1.6</text>"), std::string::npos) << svg;
   EXPECT_NE(svg.find(">0.4</text>"), std::string::npos) << svg;
