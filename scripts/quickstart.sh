@@ -9,6 +9,7 @@ bash scripts/build.sh
 build_dir=${BUILD_DIR:-build}
 "$build_dir/bin/bertlab" run experiments/quickstart.toml --output-dir runs "$@"
 echo
-echo "The comparison table is in $root/runs/quickstart/comparison.md (and comparison.csv):"
+echo "The comparison table is in $root/runs/quickstart/comparison.md (and comparison.csv; plots and"
+echo "everything together in $root/runs/quickstart/report.html):"
 echo
 cat runs/quickstart/comparison.md

@@ -314,6 +314,9 @@ int dispatch(int argc, char** argv) {
                                "keep case (cased models)");
   bench_tokenize_cmd->add_option("--threads", tokenize_bench.threads,
                                  "threads of the parallel run (default: one per core)");
+  bench_tokenize_cmd->add_option(
+      "--repeats", tokenize_bench.repeats,
+      "timed passes over the input; the fastest is reported (default 3)");
   GemmBenchOptions gemm_bench;
   CLI::App* bench_gemm_cmd =
       bench->add_subcommand("gemm", "float32 matrix-product rate (GFLOP/s) at a thread count");

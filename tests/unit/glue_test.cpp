@@ -446,8 +446,8 @@ TEST(GlueMetrics, PearsonMatchesRawSums) {
   const std::vector<double> y = {2.0, 4.1, 5.0, 4.0, 5.5, 0.5};
   EXPECT_NEAR(pearson(x, y), pearson_by_sums(x, y), 1e-12);
   EXPECT_NEAR(pearson(x, x), 1.0, 1e-12);
-  std::vector<double> negated;
-  for (const double v : x) negated.push_back(-2.0 * v + 3.0);
+  std::vector<double> negated(x.size());
+  for (size_t i = 0; i < x.size(); ++i) negated[i] = -2.0 * x[i] + 3.0;
   EXPECT_NEAR(pearson(x, negated), -1.0, 1e-12);
   EXPECT_EQ(pearson(x, std::vector<double>(6, 1.0)), 0.0);  // constant side
   EXPECT_THROW(pearson({1.0}, {2.0}), Error);
@@ -641,7 +641,7 @@ fs::path write_experiment(const TempDir& dir, const std::string& name,
       "[[variant]]\nname = \"only\"\n",
       name, data_path("experiments/bert_config_tiny.json").string(),
       data_path("vocab/bert-base-uncased/vocab.txt").string(), task_body);
-  const fs::path path = dir / (name + ".toml");
+  fs::path path = dir / (name + ".toml");
   write_file(path, text);
   return path;
 }

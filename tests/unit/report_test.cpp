@@ -126,6 +126,16 @@ TEST_F(Report, CompareRebuildsTheSameComparisonFromTheRunFolders) {
         << name;
   }
   EXPECT_TRUE(fs::is_regular_file(other / "report.html"));
+  // Without --output: into the experiment folder the runs are in.
+  TempDir copy;
+  fs::copy(out(), copy / "overfit", fs::copy_options::recursive);
+  fs::remove_all(copy / "overfit/plots");
+  fs::remove(copy / "overfit/report.html");
+  const auto here = run_bertlab({"compare", (copy / "overfit").string()});
+  ASSERT_EQ(here.exit_code, 0) << here.err;
+  EXPECT_TRUE(fs::is_regular_file(copy / "overfit/report.html"));
+  EXPECT_EQ(read_file(copy / "overfit/plots/loss.svg"), read_file(out("plots/loss.svg")));
+  EXPECT_EQ(read_file(copy / "overfit/comparison.csv"), read_file(out("comparison.csv")));
   // A variant folder alone, with another reference.
   TempDir one;
   const auto v = run_bertlab({"compare", out("sparse").string(), out("dense").string(),

@@ -79,6 +79,10 @@ TEST(SvgPlot, OneLineAndColourPerVariantOnSharedAxes) {
     EXPECT_NE(svg.find(">" + series[i].name + "</text>"), std::string::npos);
   }
   EXPECT_STRNE(series_colour(0), series_colour(1));
+  // Variants that agree overlap: the second and third are dashed (line and legend sample), so
+  // the first shows through.
+  EXPECT_EQ(count(svg, "stroke-dasharray"), 4u);
+  EXPECT_NE(svg.find("stroke-dasharray=\"7 4\" points="), std::string::npos);
   // The y axis spans every series: its ticks reach 1.5 and go down to 0.5 or below.
   EXPECT_NE(svg.find(">1.6</text>"), std::string::npos) << svg;
   EXPECT_NE(svg.find(">0.4</text>"), std::string::npos) << svg;
@@ -138,8 +142,10 @@ TEST(RunOutputs, MalformedLinesNameFileAndLine) {
     }
     return std::string("no error");
   };
-  EXPECT_EQ(message("{\"step\":1}\n{\"step\":2,\n"), "runs/x/v/metrics.jsonl:2: not valid JSON");
-  EXPECT_EQ(message("[1]\n"), "runs/x/v/metrics.jsonl:1: not a JSON object");
+  const std::string what = "; rerun the variant, or leave its folder out of the comparison";
+  EXPECT_EQ(message("{\"step\":1}\n{\"step\":2,\n"),
+            "runs/x/v/metrics.jsonl:2: not valid JSON" + what);
+  EXPECT_EQ(message("[1]\n"), "runs/x/v/metrics.jsonl:1: not a JSON object" + what);
   EXPECT_NE(message("{\"loss\":1}\n").find("metrics.jsonl:1: no \"step\""), std::string::npos);
   EXPECT_NE(message("{\"step\":-3}\n").find("non-negative integer"), std::string::npos);
   EXPECT_THROW(parse_eval_results("3", "eval_results.json"), DataError);

@@ -110,7 +110,17 @@ struct GoogleCase {
   size_t min_lines;  // guards against a truncated fixture
 };
 
+void PrintTo(const GoogleCase& c, std::ostream* os) { *os << c.expected_file; }
+
 class GoogleCases : public ::testing::TestWithParam<GoogleCase> {};
+
+// A stable test name: the expected file's name after its first dot, "uncased_tokens".
+std::string case_name(const ::testing::TestParamInfo<GoogleCase>& info) {
+  std::string name = info.param.expected_file;
+  name = name.substr(name.find('.') + 1);
+  std::replace(name.begin(), name.end(), '.', '_');
+  return name;
+}
 
 TEST_P(GoogleCases, MatchGoogleLineByLine) {
   const GoogleCase& c = GetParam();
@@ -138,7 +148,8 @@ INSTANTIATE_TEST_SUITE_P(
                                  60},
                       GoogleCase{"google_cases.txt", "google_cases.uncased.ids", true, true, 60},
                       GoogleCase{"google_cases.txt", "google_cases.cased.tokens", false, false, 60},
-                      GoogleCase{"google_cases.txt", "google_cases.cased.ids", false, true, 60}));
+                      GoogleCase{"google_cases.txt", "google_cases.cased.ids", false, true, 60}),
+    case_name);
 
 // Differential test: 1,500 random lines (SQuAD text, vocabulary pieces glued together, unknown
 // and over-long words, mixed scripts with controls, spaces and punctuation) that
@@ -150,7 +161,8 @@ INSTANTIATE_TEST_SUITE_P(
                    1500},
         GoogleCase{"differential_cases.txt", "differential_cases.uncased.ids", true, true, 1500},
         GoogleCase{"differential_cases.txt", "differential_cases.cased.tokens", false, false, 1500},
-        GoogleCase{"differential_cases.txt", "differential_cases.cased.ids", false, true, 1500}));
+        GoogleCase{"differential_cases.txt", "differential_cases.cased.ids", false, true, 1500}),
+    case_name);
 
 // ---------------------------------------------------------------------------------------------
 // The classes one by one, with the examples of Google's tokenization_test.py.

@@ -28,10 +28,13 @@ std::string read_text(const fs::path& path) {
   return s.str();
 }
 
+// What to do about a damaged output file.
+constexpr const char* kRerun = "; rerun the variant, or leave its folder out of the comparison";
+
 nlohmann::json parse_object(std::string_view text, const std::string& where) {
   nlohmann::json j = nlohmann::json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded()) throw DataError(fmt::format("{}: not valid JSON", where));
-  if (!j.is_object()) throw DataError(fmt::format("{}: not a JSON object", where));
+  if (j.is_discarded()) throw DataError(fmt::format("{}: not valid JSON{}", where, kRerun));
+  if (!j.is_object()) throw DataError(fmt::format("{}: not a JSON object{}", where, kRerun));
   return j;
 }
 
@@ -62,7 +65,8 @@ std::vector<MetricsLine> parse_metrics_jsonl(std::string_view text, const std::s
     auto step = j.find("step");
     if (step == j.end() || !step->is_number_integer() || step->get<int64_t>() < 0) {
       throw DataError(fmt::format(
-          "{}: no \"step\" (a non-negative integer); is this a bertlab metrics.jsonl?", where));
+          "{}: no \"step\" (a non-negative integer); is this a bertlab metrics.jsonl?{}", where,
+          kRerun));
     }
     MetricsLine m;
     m.step = step->get<int64_t>();
@@ -83,8 +87,8 @@ Metrics parse_eval_results(std::string_view text, const std::string& file) {
   // Member order as written (the task's metric order): an ordered_json keeps it.
   nlohmann::ordered_json j =
       nlohmann::ordered_json::parse(text.begin(), text.end(), nullptr, false);
-  if (j.is_discarded()) throw DataError(fmt::format("{}: not valid JSON", file));
-  if (!j.is_object()) throw DataError(fmt::format("{}: not a JSON object", file));
+  if (j.is_discarded()) throw DataError(fmt::format("{}: not valid JSON{}", file, kRerun));
+  if (!j.is_object()) throw DataError(fmt::format("{}: not a JSON object{}", file, kRerun));
   Metrics out;
   for (auto it = j.begin(); it != j.end(); ++it) {
     if (it.key() == "global_step") continue;

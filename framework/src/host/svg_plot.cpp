@@ -89,16 +89,31 @@ std::string axes(const PlotOptions& o, const Frame& f, const std::vector<double>
   return out;
 }
 
-std::string legend(const PlotOptions& o, const std::vector<PlotSeries>& series) {
+/// Dash pattern of series i: variants that agree (the point of a regression comparison) draw
+/// on top of each other, and the gaps of the later ones let the earlier ones show through.
+std::string series_dash(size_t i) {
+  static const char* const kDashes[] = {"", "7 4", "2 3", "9 3 2 3", "4 4"};
+  const char* dash = kDashes[i % 5];
+  return *dash == '\0' ? std::string() : fmt::format(" stroke-dasharray=\"{}\"", dash);
+}
+
+/// Legend entries: a line sample (dashed as the series) or a filled swatch (bars).
+std::string legend(const PlotOptions& o, const std::vector<PlotSeries>& series, bool lines) {
   std::string out;
   const double x = o.width - kRight + 14;
   for (size_t i = 0; i < series.size(); ++i) {
     const double y = kTop + 10 + 18.0 * static_cast<double>(i);
-    out += fmt::format(
-        "<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"4\" fill=\"{}\"/>"
-        "<text x=\"{}\" y=\"{}\">{}</text>\n",
-        number(x), number(y - 4), series_colour(i), number(x + 20), number(y),
-        xml_escape(series[i].name));
+    if (lines) {
+      out += fmt::format(
+          "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2.5\"{}/>",
+          number(x), number(y - 4), number(x + 16), number(y - 4), series_colour(i),
+          series_dash(i));
+    } else {
+      out += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"14\" height=\"8\" fill=\"{}\"/>",
+                         number(x), number(y - 8), series_colour(i));
+    }
+    out += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", number(x + 22), number(y),
+                       xml_escape(series[i].name));
   }
   return out;
 }
@@ -208,7 +223,7 @@ std::string render_line_plot(const PlotOptions& o, const std::vector<PlotSeries>
     out +=
         fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\">no data</text>\n",
                     number(kLeft + (o.width - kLeft - kRight) / 2), number(o.height / 2.0));
-    return out + legend(o, series) + "</svg>\n";
+    return out + legend(o, series, true) + "</svg>\n";
   }
   const std::vector<double> xt = nice_ticks(xr.lo, xr.hi, 8);
   const std::vector<double> yt = nice_ticks(yr.lo, yr.hi, 5);
@@ -224,8 +239,8 @@ std::string render_line_plot(const PlotOptions& o, const std::vector<PlotSeries>
     auto flush = [&] {
       if (in_line > 1) {
         out += fmt::format(
-            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\" points=\"{}\"/>\n", colour,
-            points);
+            "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.8\"{} points=\"{}\"/>\n",
+            colour, series_dash(k), points);
       }
       points.clear();
       in_line = 0;
@@ -245,7 +260,7 @@ std::string render_line_plot(const PlotOptions& o, const std::vector<PlotSeries>
     }
     flush();
   }
-  return out + legend(o, series) + "</svg>\n";
+  return out + legend(o, series, true) + "</svg>\n";
 }
 
 std::string render_bar_chart(const PlotOptions& o, const std::vector<std::string>& categories,
@@ -279,7 +294,7 @@ std::string render_bar_chart(const PlotOptions& o, const std::vector<std::string
           number(height), series_colour(k), xml_escape(series[k].name), fmt::format("{:.4g}", v));
     }
   }
-  return out + legend(o, series) + "</svg>\n";
+  return out + legend(o, series, false) + "</svg>\n";
 }
 
 }  // namespace bertlab
