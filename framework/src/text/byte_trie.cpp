@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <stdexcept>
 
 namespace bertlab {
 
@@ -14,8 +15,8 @@ constexpr uint32_t kFree = ByteTrie::Unit{}.check;  // check of a slot no node h
 class Builder {
  public:
   Builder(const std::vector<std::string_view>& keys, const std::vector<int32_t>& ids,
-          std::vector<ByteTrie::Unit>& units)
-      : keys_(keys), ids_(ids), units_(units) {}
+          std::vector<ByteTrie::Unit>& units, std::vector<int32_t>& values)
+      : keys_(keys), ids_(ids), units_(units), values_(values) {}
 
   void run() {
     grow(1);
@@ -27,6 +28,7 @@ class Builder {
   void grow(size_t size) {
     if (size <= units_.size()) return;
     units_.resize(std::max(size, units_.size() * 2));
+    values_.resize(units_.size(), -1);
   }
 
   bool is_free(size_t slot) const { return slot >= units_.size() || units_[slot].check == kFree; }
@@ -52,7 +54,8 @@ class Builder {
   // Gives node `slot` the keys [lo, hi), which share their first `depth` bytes.
   void place(uint32_t slot, size_t lo, size_t hi, size_t depth) {
     if (lo < hi && keys_[lo].size() == depth) {
-      units_[slot].value = ids_[lo];
+      units_[slot].base |= ByteTrie::kTerminal;
+      values_[slot] = ids_[lo];
       ++lo;
     }
     if (lo == hi) return;
@@ -81,7 +84,10 @@ class Builder {
       if (fits) break;
     }
     grow(base + children.back().byte + 2);
-    units_[slot].base = static_cast<uint32_t>(base);
+    if (base >= ByteTrie::kTerminal) {
+      throw std::length_error("ByteTrie: more than 2^31 slots; the key set is too large");
+    }
+    units_[slot].base |= static_cast<uint32_t>(base);
     for (const Child& c : children) take(base + c.byte + 1, slot);
     for (const Child& c : children) {
       place(static_cast<uint32_t>(base + c.byte + 1), c.lo, c.hi, depth + 1);
@@ -91,6 +97,7 @@ class Builder {
   const std::vector<std::string_view>& keys_;
   const std::vector<int32_t>& ids_;
   std::vector<ByteTrie::Unit>& units_;
+  std::vector<int32_t>& values_;
   std::vector<uint64_t> used_;  // bit per slot: whether a node holds it
   size_t first_free_ = 1;
 };
@@ -115,12 +122,14 @@ ByteTrie ByteTrie::build(const std::vector<std::pair<std::string_view, int32_t>>
     }
   }
   ByteTrie trie;
-  Builder(sorted, ids, trie.units_).run();
+  Builder(sorted, ids, trie.units_, trie.values_).run();
   // Trim the unused tail the doubling left: a lookup past the end fails its bounds check.
   size_t used = trie.units_.size();
   while (used > 1 && trie.units_[used - 1].check == kFree) --used;
   trie.units_.resize(used);
   trie.units_.shrink_to_fit();
+  trie.values_.resize(used);
+  trie.values_.shrink_to_fit();
   return trie;
 }
 
@@ -128,11 +137,12 @@ int32_t ByteTrie::find(std::string_view key) const {
   if (key.empty()) return -1;
   uint32_t node = 0;
   for (const char c : key) {
-    const size_t next = static_cast<size_t>(units_[node].base) + static_cast<uint8_t>(c) + 1;
+    const size_t next =
+        static_cast<size_t>(units_[node].base & ~kTerminal) + static_cast<uint8_t>(c) + 1;
     if (next >= units_.size() || units_[next].check != node) return -1;
     node = static_cast<uint32_t>(next);
   }
-  return units_[node].value;
+  return values_[node];
 }
 
 }  // namespace bertlab

@@ -35,12 +35,12 @@ class ByteTrie {
     const size_t size = units_.size();
     for (size_t i = 0; i < text.size(); ++i) {
       const size_t next =
-          static_cast<size_t>(units_[node].base) + static_cast<uint8_t>(text[i]) + 1;
+          static_cast<size_t>(units_[node].base & ~kTerminal) + static_cast<uint8_t>(text[i]) + 1;
       if (next >= size || units_[next].check != node) break;
       node = static_cast<uint32_t>(next);
-      const int32_t id = units_[node].value;
-      if (id >= 0 && (i + 1 == text.size() || (static_cast<uint8_t>(text[i + 1]) & 0xC0) != 0x80)) {
-        best = Match{i + 1, id};
+      if ((units_[node].base & kTerminal) != 0 &&
+          (i + 1 == text.size() || (static_cast<uint8_t>(text[i + 1]) & 0xC0) != 0x80)) {
+        best = Match{i + 1, values_[node]};
       }
     }
     return best;
@@ -52,16 +52,18 @@ class ByteTrie {
   /// Number of slots in the double array (nodes plus holes), for tests and sizing.
   size_t slots() const { return units_.size(); }
 
-  /// One slot of the double array; the three fields side by side, so that a step of the walk
-  /// touches one cache line.
+  /// One slot of the double array: 8 bytes, so that the walk's dependent loads stay in cache
+  /// (the ids, read only where a key ends, are apart).
   struct Unit {
-    uint32_t base = 0;            // offset of the node's children
+    uint32_t base = 0;            // offset of the node's children; kTerminal: a key ends here
     uint32_t check = UINT32_MAX;  // parent slot, UINT32_MAX when unused; the root is slot 0
-    int32_t value = -1;           // id of the key ending here, -1 when none
   };
+  /// The bit of Unit::base that marks the end of a key.
+  static constexpr uint32_t kTerminal = uint32_t{1} << 31;
 
  private:
-  std::vector<Unit> units_;  // [slot]
+  std::vector<Unit> units_;      // [slot]
+  std::vector<int32_t> values_;  // [slot] id of the key ending here, -1 when none
 };
 
 }  // namespace bertlab
