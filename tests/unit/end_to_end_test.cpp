@@ -290,7 +290,8 @@ TEST(EndToEndGradcheck, TheGradientAveragingExperimentMeetsEveryExpectation) {
   auto json = nlohmann::json::parse(read_file(dir.path() / "gradient-averaging/gradcheck.json"));
   const auto& v = json["variants"];
   for (const char* name :
-       {"single", "mirrored-2", "sparse-allgather-2", "mirrored-4", "sparse-allgather-4"}) {
+       {"single", "mirrored-2", "sparse-allgather-2", "mirrored-4", "sparse-allgather-4",
+        "mirrored-2-overlap", "sparse-allgather-2-overlap"}) {
     EXPECT_TRUE(v[name]["match"].get<bool>()) << name;
   }
   for (const char* name :
