@@ -236,6 +236,7 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
     run_rank(0);
   } else {
     std::vector<std::thread> threads;
+    threads.reserve(static_cast<size_t>(world));
     for (int r = 0; r < world; ++r) {
       threads.emplace_back([&, r] {
         try {
