@@ -300,6 +300,10 @@ int dispatch(int argc, char** argv) {
   bench_step_cmd->add_option("--replicas", step_bench.replicas, "thread ranks (default 1)");
   bench_step_cmd->add_flag("--sparse_embeddings", step_bench.sparse_embeddings,
                            "word-embedding gradient as sparse rows");
+  bench_step_cmd->add_flag("--overlap_backward", step_bench.overlap_backward,
+                           "the strategy's overlap_backward: all-reduce while backward runs");
+  bench_step_cmd->add_option("--bucket_mb", step_bench.bucket_mb,
+                             "the strategy's all-reduce bucket MiB (default: its default)");
   bench_step_cmd->add_option("--optimizer", step_bench.optimizer, "default adam_weight_decay");
   bench_step_cmd->add_option("--device", step_bench.device, "cpu (default), cuda or cuda:N");
   bench_step_cmd->add_option("--precision", step_bench.precision,

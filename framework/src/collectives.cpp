@@ -30,7 +30,7 @@ void all_reduce_mean_dense(GradientSet& grads, Communicator& comm, double bucket
     bytes = 0;
   };
   for (auto& entry : grads.entries()) {
-    if (entry.is_sparse()) continue;
+    if (entry.is_sparse() || entry.averaged) continue;
     const int64_t entry_bytes =
         entry.dense.numel() * static_cast<int64_t>(entry.dense.element_size());
     if (!bucket.empty() && bytes + entry_bytes > bucket_bytes) flush();

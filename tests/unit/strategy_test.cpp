@@ -194,6 +194,52 @@ TEST(Communicator, RanksThatDisagreeOnACollectiveSizeFailOnEveryRank) {
       << errors[1];
 }
 
+// The async all-reduce the host overlaps with backward: started collectives complete in order
+// with the sums and count their payload; the local communicator's default is the blocking call.
+TEST(Communicator, AsyncAllReducesGiveTheSumsOnceWaitedFor) {
+  const auto errors = on_every_rank(std::chrono::seconds(30), [](int r, Communicator& comm) {
+    std::vector<at::Tensor> first{at::full({4}, static_cast<float>(r + 1))};
+    std::vector<at::Tensor> second{at::arange(3, at::kFloat) * (r + 1)};
+    comm.reset_traffic();
+    comm.set_traffic(Traffic::kDense);
+    auto a = comm.all_reduce_sum_async(first);
+    auto b = comm.all_reduce_sum_async(second);
+    comm.set_traffic(Traffic::kOther);
+    a->wait();
+    b->wait();
+    EXPECT_TRUE(at::equal(first[0], at::full({4}, 3.f))) << first[0];
+    EXPECT_TRUE(at::equal(second[0], at::tensor({0.f, 3.f, 6.f}))) << second[0];
+    EXPECT_EQ(comm.traffic_bytes(Traffic::kDense), (4 + 3) * 4);
+  });
+  for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
+  auto local = make_local_communicator();
+  std::vector<at::Tensor> t{at::ones({2})};
+  local->all_reduce_sum_async(t)->wait();
+  EXPECT_TRUE(at::equal(t[0], at::ones({2})));
+}
+
+TEST(Communicator, AnAsyncAllReduceWithAStoppedRankFailsNamingRankAndCollective) {
+  auto store = RendezvousStore::in_process();
+  std::string error;
+  std::thread survivor([&] {
+    try {
+      auto comm = make_gloo_communicator(*store, 0, kWorld, std::chrono::seconds(3));
+      std::vector<at::Tensor> t{at::ones({8})};
+      comm->all_reduce_sum_async(t)->wait();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  std::thread quitter(
+      [&] { auto comm = make_gloo_communicator(*store, 1, kWorld, std::chrono::seconds(3)); });
+  quitter.join();
+  survivor.join();
+  EXPECT_NE(error.find("[comm] rank 0 of 2: async all_reduce failed or timed out after 3000 ms: "
+                       "rank 1 stopped;"),
+            std::string::npos)
+      << error;
+}
+
 // The NCCL communicator: on a machine with CUDA devices (a build against a CUDA libtorch), each
 // visible device is one thread rank and the collectives give exact sums and gathers; in a
 // CPU-only build, asking for it is a configuration error that says how to get it.

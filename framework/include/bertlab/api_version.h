@@ -5,8 +5,10 @@
 #include <torch/csrc/api/include/torch/version.h>
 
 /// The plugin API version of this SDK: bumped on every incompatible change of its interfaces.
-/// 2: Optimizer::state_dict(); 3: token-weighted Task losses; 4: streamed training data.
-#define BERTLAB_SDK_API_VERSION 4
+/// 2: Optimizer::state_dict(); 3: token-weighted Task losses; 4: streamed training data;
+/// 5: gradients averaged during backward (Strategy::overlap_bucket_mb,
+/// Communicator::all_reduce_sum_async, GradientEntry::averaged).
+#define BERTLAB_SDK_API_VERSION 5
 
 /// The API version a plugin embeds: the SDK's. A build may predefine it only to produce a plugin
 /// the host must refuse (tests/plugins/api_version does).

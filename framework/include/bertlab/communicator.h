@@ -14,6 +14,15 @@ namespace bertlab {
 /// What a collective carries, for the traffic counters.
 enum class Traffic { kDense = 0, kSparse = 1, kOther = 2 };
 
+/// A collective started by an `_async` call: its tensors must stay untouched until wait().
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  /// Blocks until the collective has completed on this rank; fails as the blocking call would
+  /// (after the communicator's timeout, naming the rank and the collective).
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -24,6 +33,10 @@ class Communicator {
   virtual std::string backend() const = 0;
   /// Sums each tensor element-wise across ranks, in place.
   virtual void all_reduce_sum(std::vector<at::Tensor>& tensors) = 0;
+  /// all_reduce_sum started in the background (the host overlaps it with backward); the sums
+  /// are in `tensors` once wait() returns. Every rank must start its async collectives in the
+  /// same order. The default runs the blocking all_reduce_sum and returns a completed handle.
+  virtual std::unique_ptr<PendingCollective> all_reduce_sum_async(std::vector<at::Tensor>& tensors);
   /// Gathers one tensor of identical shape from every rank: result[r] is rank r's tensor.
   virtual std::vector<at::Tensor> all_gather(const at::Tensor& tensor) = 0;
   /// Copies `root`'s tensors into every rank's, in place.

@@ -27,6 +27,9 @@ struct GradientEntry {
   at::Tensor indices;          ///< [nnz] int64 row indices into dim 0 (sparse only)
   at::Tensor values;           ///< [nnz, param.shape[1:]...] (sparse only)
   std::vector<int64_t> shape;  ///< full parameter shape
+  /// Already the mean over the ranks: the host averaged it while backward ran (a strategy's
+  /// overlap_bucket_mb()); all_reduce_mean_dense leaves it alone.
+  bool averaged = false;
 
   bool is_sparse() const { return !dense.defined(); }
   /// The dense form, duplicates summed (a new tensor for sparse entries).

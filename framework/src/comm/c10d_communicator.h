@@ -20,6 +20,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -105,6 +106,19 @@ class C10dCommunicator final : public Communicator {
     }
   }
 
+  std::unique_ptr<PendingCollective> all_reduce_sum_async(
+      std::vector<at::Tensor>& tensors) override {
+    // The size check blocks (one small all-reduce); the sums themselves run in the background.
+    check_same_sizes(tensors, "async all_reduce");
+    std::vector<c10::intrusive_ptr<c10d::Work>> works;
+    for (auto& t : tensors) {
+      count_bytes(t.numel() * static_cast<int64_t>(t.element_size()));
+      std::vector<at::Tensor> one{t};
+      works.push_back(group_->allreduce(one));
+    }
+    return std::make_unique<Pending>(*this, std::move(works), "async all_reduce");
+  }
+
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor) override {
     check_same_sizes({tensor}, "all_gather");
     std::vector<at::Tensor> input{tensor.contiguous()};
@@ -129,6 +143,23 @@ class C10dCommunicator final : public Communicator {
   void barrier() override { wait(group_->barrier(), "barrier"); }
 
  private:
+  /// Started c10d work, waited for with the communicator's timeout and error message.
+  class Pending final : public PendingCollective {
+   public:
+    Pending(C10dCommunicator& owner, std::vector<c10::intrusive_ptr<c10d::Work>> works,
+            const char* what)
+        : owner_(owner), works_(std::move(works)), what_(what) {}
+    void wait() override {
+      for (const auto& work : works_) owner_.wait(work, what_);
+      works_.clear();
+    }
+
+   private:
+    C10dCommunicator& owner_;
+    std::vector<c10::intrusive_ptr<c10d::Work>> works_;
+    const char* what_;
+  };
+
   /// Fails, instead of hanging or mixing unrelated bytes, when the ranks pass collectives of
   /// different sizes: one small all-reduce (max) of the size signature and its negation, whose
   /// maxima equal this rank's values on every rank only when all agree.

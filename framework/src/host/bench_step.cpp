@@ -16,12 +16,14 @@
 #include <chrono>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <thread>
 
 #include "comm/gloo_communicator.h"
+#include "host/overlap_reducer.h"
 #include "host/plugin_host.h"
 #include "host/precision.h"
 #include "host/threads.h"
@@ -86,6 +88,7 @@ struct Phases {
   std::vector<double> step, forward, backward, comm, optimizer;
   int64_t dense_bytes = 0;  // sent by rank 0 in the last step
   int64_t sparse_bytes = 0;
+  OverlapStats overlap;  // rank 0's last step
 };
 
 }  // namespace
@@ -129,6 +132,25 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   const Component& strategy_c = component(host, ComponentKind::kStrategy, o.strategy);
   const Component& optimizer_c = component(host, ComponentKind::kOptimizer, o.optimizer);
   std::unique_ptr<Task> task = task_c.task_factory(ConfigView("task", task_c.spec.options, {}));
+  // The strategy's defaults, and what the flags set.
+  std::map<std::string, OptionValue> strategy_values;
+  auto declares = [&](const std::string& key) {
+    return std::any_of(strategy_c.spec.options.begin(), strategy_c.spec.options.end(),
+                       [&](const OptionDecl& d) { return d.key == key; });
+  };
+  if (o.overlap_backward) {
+    check(declares("overlap_backward"),
+          fmt::format("--overlap_backward: the {} strategy has no overlap_backward option; use "
+                      "mirrored or sparse_allgather",
+                      o.strategy));
+    strategy_values["overlap_backward"] = true;
+  }
+  if (o.bucket_mb > 0) {
+    check(declares("bucket_mb"),
+          fmt::format("--bucket_mb: the {} strategy has no bucket_mb option", o.strategy));
+    strategy_values["bucket_mb"] = o.bucket_mb;
+  }
+  const ConfigView strategy_view("strategy", strategy_c.spec.options, strategy_values);
   set_compute_threads(o.threads);
 
   const int world = o.replicas;
@@ -149,8 +171,7 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
                    : make_gloo_communicator(*store, rank, world, std::chrono::seconds(600),
                                             "127.0.0.1", device);
     torch::nn::Module& model = *models[static_cast<size_t>(rank)];
-    std::unique_ptr<Strategy> strategy =
-        strategy_c.strategy_factory(ConfigView("strategy", strategy_c.spec.options, {}));
+    std::unique_ptr<Strategy> strategy = strategy_c.strategy_factory(strategy_view);
     std::unique_ptr<Optimizer> optimizer =
         optimizer_c.optimizer_factory(ConfigView("optimizer", optimizer_c.spec.options, {}));
     std::vector<NamedTensor> parameters;
@@ -158,6 +179,10 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
       parameters.push_back({item.key(), item.value()});
     }
     optimizer->init(parameters, OptimizerContext{o.steps + 1});
+    std::unique_ptr<OverlapReducer> overlap;
+    if (world > 1 && strategy->overlap_bucket_mb() > 0) {
+      overlap = std::make_unique<OverlapReducer>(model, *comm, strategy->overlap_bucket_mb());
+    }
     Batch batch = make_batch(o, rows, 1000 + static_cast<uint64_t>(rank));
     for (auto& [name, t] : batch) t = t.to(device);
     // Phase boundaries wait for the device (a no-op on CPU), so each phase is its own time.
@@ -170,6 +195,7 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
       sync();
       const auto t0 = Clock::now();
       model.zero_grad(/*set_to_none=*/true);
+      comm->reset_traffic();
       LossOutput out;
       {
         AutocastScope autocast(precision.autocast_dtype(), device);
@@ -177,11 +203,17 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
       }
       sync();
       const auto t1 = Clock::now();
+      if (overlap) overlap->arm();
       out.loss.backward();
       GradientSet grads = GradientSet::from_module(model);
       sync();
       const auto t2 = Clock::now();
-      comm->reset_traffic();
+      // The communication phase is what backward left to wait for.
+      OverlapStats overlap_stats;
+      if (overlap) {
+        overlap_stats = overlap->finish();
+        overlap->mark_averaged(grads);
+      }
       strategy->reduce_gradients(grads, *comm);
       sync();
       const auto t3 = Clock::now();
@@ -196,6 +228,7 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
         phases.optimizer.push_back(seconds(t3, t4));
         phases.dense_bytes = comm->traffic_bytes(Traffic::kDense);
         phases.sparse_bytes = comm->traffic_bytes(Traffic::kSparse);
+        phases.overlap = overlap_stats;
       }
     }
   };
@@ -203,6 +236,7 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
     run_rank(0);
   } else {
     std::vector<std::thread> threads;
+    threads.reserve(static_cast<size_t>(world));
     for (int r = 0; r < world; ++r) {
       threads.emplace_back([&, r] {
         try {
@@ -238,6 +272,10 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   j["strategy"] = o.strategy;
   j["replicas"] = o.replicas;
   j["sparse_embeddings"] = o.sparse_embeddings;
+  j["overlap_backward"] = o.overlap_backward;
+  if (declares("bucket_mb")) {
+    j["bucket_mb"] = strategy_view.get_float("bucket_mb");
+  }
   j["steps"] = o.steps;
   j["step_s"] = step_s;
   j["device"] = device.str();
@@ -251,6 +289,10 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   j["optimizer_share"] = share(phases.optimizer);
   j["comm_dense_bytes"] = phases.dense_bytes;
   j["comm_sparse_bytes"] = phases.sparse_bytes;
+  if (o.overlap_backward) {
+    j["overlap_buckets"] = phases.overlap.buckets;
+    j["overlap_buckets_in_backward"] = phases.overlap.buckets_in_backward;
+  }
   j["encoder_gflop_per_step"] = flops / 1e9;
   j["achieved_gflops"] = flops / step_s / 1e9;
   std::cout << j.dump() << "\n";

@@ -23,6 +23,10 @@ struct StepBenchOptions {
   std::string strategy = "single";
   int replicas = 1;  ///< thread ranks
   bool sparse_embeddings = false;
+  /// The strategy's overlap_backward: dense buckets all-reduced while backward runs; the
+  /// communication share is then the wait left after backward.
+  bool overlap_backward = false;
+  double bucket_mb = 0;  ///< the strategy's bucket_mb; 0: its default
   std::string task = "squad";
   std::string optimizer = "adam_weight_decay";
   std::string device = "cpu";      ///< cpu, cuda, cuda:N (every replica on it)
@@ -32,7 +36,8 @@ struct StepBenchOptions {
 
 /// Prints one JSON line: step_s (median), tokens_per_second, sequences_per_second, peak_rss_mb,
 /// the phases' shares
-/// (forward, backward, communication, optimizer), the model's FLOPs per step and their rate.
+/// (forward, backward, communication: the all-reduce time not hidden behind backward, optimizer),
+/// the model's FLOPs per step and their rate.
 int bench_step(const PluginHost& host, const StepBenchOptions& options);
 
 struct GemmBenchOptions {

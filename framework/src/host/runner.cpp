@@ -35,6 +35,7 @@
 
 #include "comm/gloo_communicator.h"
 #include "comm/nccl_communicator.h"
+#include "host/overlap_reducer.h"
 #include "host/precision.h"
 #include "host/process_rank.h"
 #include "host/progress.h"
@@ -270,6 +271,11 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     parameters.push_back({item.key(), item.value()});
   }
   optimizer->init(parameters, OptimizerContext{loop.num_train_steps});
+  // A strategy that asks for it gets its dense buckets all-reduced while backward runs.
+  std::unique_ptr<OverlapReducer> overlap;
+  if (world > 1 && strategy->overlap_bucket_mb() > 0) {
+    overlap = std::make_unique<OverlapReducer>(model, comm, strategy->overlap_bucket_mb());
+  }
   const int64_t first_step = loop.resume != nullptr ? loop.resume->state.step : 0;
   if (loop.resume != nullptr) optimizer->load_state_dict(loop.resume->optimizer);
 
@@ -323,6 +329,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   struct Window {
     double data_s = 0, compute_s = 0, comm_s = 0, optimizer_s = 0;
     int64_t dense_bytes = 0, sparse_bytes = 0;
+    int64_t overlap_buckets = 0, overlap_buckets_in_backward = 0;
   } window;
   auto window_start = Clock::now();
   const auto train_start = Clock::now();
@@ -368,9 +375,11 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     window.data_s += std::chrono::duration<double>(t0 - t_data).count();
     const double weight_scale = token_weight_scale(loop, micro_batches, comm, world);
     model.zero_grad(/*set_to_none=*/true);
+    comm.reset_traffic();
     // Backward once per micro-batch: the gradients add up to the k-times larger batch's.
     double local_loss = 0.0;
-    for (const Batch& batch : micro_batches) {
+    for (size_t m = 0; m < micro_batches.size(); ++m) {
+      const Batch& batch = micro_batches[m];
       at::Tensor objective;
       {
         // The forward pass only: backward runs outside autocast, as torch.autocast advises.
@@ -383,6 +392,9 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
         }
       }
       BERTLAB_CHECK(objective.defined(), "the task's compute_loss returned no loss");
+      // Only the last backward completes the gradients (the earlier ones accumulate, as DDP's
+      // no_sync): its hooks start the all-reduces.
+      if (overlap && m + 1 == micro_batches.size()) overlap->arm();
       if (scaler.enabled()) {
         (objective.to(at::kFloat) * scaler.scale()).backward();
       } else {
@@ -392,7 +404,13 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     }
     GradientSet grads = GradientSet::from_module(model);
     const auto t1 = Clock::now();
-    comm.reset_traffic();
+    // Communication time is what is left exposed after backward: the overlapped buckets' wait.
+    if (overlap) {
+      const OverlapStats overlap_stats = overlap->finish();
+      overlap->mark_averaged(grads);
+      window.overlap_buckets += overlap_stats.buckets;
+      window.overlap_buckets_in_backward += overlap_stats.buckets_in_backward;
+    }
     strategy->reduce_gradients(grads, comm);
     // Scaled losses give scaled gradients; the optimizer (and its clipping) sees true ones.
     const double step_scale = scaler.scale();
@@ -504,6 +522,12 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
       line["skipped_steps"] = skipped_steps;
       if (scaler.enabled()) line["loss_scale"] = scaler.scale();
       line["comm_sparse_bytes"] = static_cast<double>(window.sparse_bytes) / n;
+      if (overlap) {
+        // Per step: the buckets all-reduced, and those started while backward still ran.
+        line["overlap_buckets"] = static_cast<double>(window.overlap_buckets) / n;
+        line["overlap_buckets_in_backward"] =
+            static_cast<double>(window.overlap_buckets_in_backward) / n;
+      }
       metrics_out << line.dump() << "\n";
       metrics_out.flush();
       metrics_text += line.dump() + "\n";

@@ -13,7 +13,8 @@ namespace bertlab::mirrored {
 namespace {
 
 struct MirroredOptions {
-  double bucket_mb = 25.0;  ///< MiB per all-reduce bucket
+  double bucket_mb = 25.0;        ///< MiB per all-reduce bucket
+  bool overlap_backward = false;  ///< dense buckets all-reduced while backward runs
 };
 
 class MirroredStrategy final : public Strategy {
@@ -24,6 +25,9 @@ class MirroredStrategy final : public Strategy {
     grads.densify();
     all_reduce_mean_dense(grads, comm, options_.bucket_mb);
   }
+  double overlap_bucket_mb() const override {
+    return options_.overlap_backward ? options_.bucket_mb : 0.0;
+  }
 
  private:
   MirroredOptions options_;
@@ -31,13 +35,18 @@ class MirroredStrategy final : public Strategy {
 
 void register_components(Registry& registry) {
   registry.add_strategy(
-      ComponentSpec{"mirrored",
-                    "data-parallel replicas; gradients densified and all-reduced (sum, /N) in "
-                    "buckets",
-                    {float_option("bucket_mb", 25.0, "MiB of gradients per all-reduce").above(0)}},
+      ComponentSpec{
+          "mirrored",
+          "data-parallel replicas; gradients densified and all-reduced (sum, /N) in "
+          "buckets",
+          {float_option("bucket_mb", 25.0, "MiB of gradients per all-reduce").above(0),
+           bool_option("overlap_backward", false,
+                       "all-reduce dense gradient buckets while backward runs (as "
+                       "PyTorch DDP); sparse rows are densified and all-reduced after it")}},
       [](const ConfigView& view) {
         MirroredOptions options;
         options.bucket_mb = view.get_float("bucket_mb");
+        options.overlap_backward = view.get_bool("overlap_backward");
         return std::make_unique<MirroredStrategy>(options);
       });
 }

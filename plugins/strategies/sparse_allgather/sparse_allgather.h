@@ -18,6 +18,7 @@ enum class Emulation {
 struct SparseAllgatherOptions {
   double bucket_mb = 25.0;  ///< MiB per dense all-reduce bucket
   Emulation emulate = Emulation::kNone;
+  bool overlap_backward = false;  ///< dense buckets all-reduced while backward runs
 };
 
 Emulation parse_emulation(const std::string& name);
@@ -26,6 +27,9 @@ class SparseAllgatherStrategy final : public Strategy {
  public:
   explicit SparseAllgatherStrategy(SparseAllgatherOptions options) : options_(options) {}
   void reduce_gradients(GradientSet& grads, Communicator& comm) override;
+  double overlap_bucket_mb() const override {
+    return options_.overlap_backward ? options_.bucket_mb : 0.0;
+  }
 
  private:
   SparseAllgatherOptions options_;

@@ -18,11 +18,15 @@ void register_components(Registry& registry) {
                          "reproduce a published averaging: first_replica_indices (values "
                          "averaged under replica 0's indices), no_divide (rows concatenated "
                          "without /N)")
-               .one_of({"none", "first_replica_indices", "no_divide"})}},
+               .one_of({"none", "first_replica_indices", "no_divide"}),
+           bool_option("overlap_backward", false,
+                       "all-reduce dense gradient buckets while backward runs (as PyTorch DDP); "
+                       "sparse rows are gathered after it")}},
       [](const ConfigView& view) {
         SparseAllgatherOptions options;
         options.bucket_mb = view.get_float("bucket_mb");
         options.emulate = parse_emulation(view.get_string("emulate"));
+        options.overlap_backward = view.get_bool("overlap_backward");
         return std::make_unique<SparseAllgatherStrategy>(options);
       });
 }
