@@ -6,9 +6,32 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <csignal>
+#include <mutex>
+
 #include "comm/c10d_communicator.h"
 
 namespace bertlab {
+namespace {
+
+// A rank that stops closes its sockets; a peer still writing to one would get SIGPIPE, whose
+// default action kills the process before the collective can say which rank stopped. Ignored,
+// the write fails with EPIPE instead and Gloo or the store raises it as an error. A disposition
+// the program chose itself is kept.
+void ignore_broken_pipes() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      struct sigaction ignore {};
+      ignore.sa_handler = SIG_IGN;
+      sigemptyset(&ignore.sa_mask);
+      sigaction(SIGPIPE, &ignore, nullptr);
+    }
+  });
+}
+
+}  // namespace
 
 RendezvousStore::RendezvousStore() : impl(std::make_unique<Impl>()) {}
 RendezvousStore::~RendezvousStore() = default;
@@ -22,6 +45,7 @@ std::shared_ptr<RendezvousStore> RendezvousStore::in_process() {
 std::shared_ptr<RendezvousStore> RendezvousStore::tcp(const std::string& host, int port, int rank,
                                                       int world_size,
                                                       std::chrono::milliseconds timeout) {
+  ignore_broken_pipes();
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(port);
   options.isServer = rank == 0;
@@ -180,6 +204,7 @@ std::unique_ptr<Communicator> make_gloo_communicator(const RendezvousStore& stor
                                                      std::chrono::milliseconds timeout,
                                                      const std::string& hostname,
                                                      c10::Device device) {
+  ignore_broken_pipes();
   const c10::intrusive_ptr<c10d::Store>& st = store.impl->store;
   return std::make_unique<C10dCommunicator<c10d::ProcessGroupGloo>>(
       "gloo", st, rank, world_size, timeout, device, [&] {
