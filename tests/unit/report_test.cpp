@@ -376,23 +376,34 @@ TEST(TensorBoardOff, NoEventFilesUnlessAskedFor) {
   EXPECT_TRUE(fs::is_regular_file(dir / "overfit/report.html"));
 }
 
+// Headless Chromium on report.html with `mode` (e.g. "--screenshot='F'" or "--dump-dom"), a
+// private profile so that parallel tests and a user's browser do not share one; stdout to
+// `stdout_file`, stderr to chromium.log. Returns the command on failure, "" on success.
+std::string run_chromium(const fs::path& dir, const std::string& mode,
+                         const fs::path& stdout_file) {
+  const char* chromium = "/usr/bin/chromium";
+  if (!fs::exists(chromium)) {
+    return fmt::format("{} is missing: install Debian's chromium (scripts/setup-deps.sh)",
+                       chromium);
+  }
+  const fs::path log = dir / "chromium.log";
+  const std::string command = fmt::format(
+      "'{}' --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir='{}' {} "
+      "--window-size=1200,1600 'file://{}' >'{}' 2>'{}'",
+      chromium, (dir / "profile").string(), mode, (dir / "overfit/report.html").string(),
+      stdout_file.string(), log.string());
+  if (std::system(command.c_str()) != 0) return command + "\n" + read_file(log);
+  return "";
+}
+
 TEST_F(Report, ChromiumRendersTheReport) {
   ASSERT_EQ(result_->exit_code, 0) << result_->err;
-  const char* chromium = "/usr/bin/chromium";
-  ASSERT_TRUE(fs::exists(chromium)) << chromium
-                                    << " is missing: install Debian's chromium "
-                                       "(scripts/setup-deps.sh)";
   const fs::path png = dir_->path() / "report.png";
-  const fs::path log = dir_->path() / "chromium.log";
-  // A private profile, so that parallel tests and a user's browser do not share one.
-  const std::string command = fmt::format(
-      "'{}' --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir='{}' "
-      "--screenshot='{}' --window-size=1200,1600 'file://{}' >'{}' 2>&1",
-      chromium, (dir_->path() / "profile").string(), png.string(), out("report.html").string(),
-      log.string());
-  const int status = std::system(command.c_str());
-  ASSERT_EQ(status, 0) << command << "\n" << read_file(log);
-  ASSERT_TRUE(fs::is_regular_file(png)) << read_file(log);
+  const std::string failed =
+      run_chromium(dir_->path(), fmt::format("--screenshot='{}'", png.string()),
+                   dir_->path() / "screenshot.out");
+  ASSERT_EQ(failed, "");
+  ASSERT_TRUE(fs::is_regular_file(png)) << read_file(dir_->path() / "chromium.log");
   const std::string bytes = read_file(png);
   ASSERT_GT(bytes.size(), 24u);
   EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
@@ -409,6 +420,32 @@ TEST_F(Report, ChromiumRendersTheReport) {
   EXPECT_GT(bytes.size(), 40000u) << "the screenshot looks empty: " << png;
   fs::copy_file(png, fs::path(BERTLAB_BUILD_DIR) / "report-screenshot.png",
                 fs::copy_options::overwrite_existing);
+}
+
+// The document as Chromium parsed it: every variant in the comparison table, in the eval table
+// and in every plot's legend, and every plot an SVG element (a markup error would drop or
+// re-nest them).
+TEST_F(Report, ChromiumParsesEveryVariantAndPlot) {
+  ASSERT_EQ(result_->exit_code, 0) << result_->err;
+  const fs::path dom_file = dir_->path() / "dom.html";
+  const std::string failed = run_chromium(dir_->path(), "--dump-dom", dom_file);
+  ASSERT_EQ(failed, "");
+  const std::string dom = read_file(dom_file);
+  const std::string html = read_file(out("report.html"));
+  ASSERT_NE(dom.find("<body"), std::string::npos) << dom.substr(0, 2000);
+  EXPECT_GE(count(html, "<svg"), std::size(kPlots));
+  EXPECT_EQ(count(dom, "<svg"), count(html, "<svg"));
+  EXPECT_EQ(count(dom, "</svg>"), count(html, "</svg>"));
+  EXPECT_NE(dom.find("<th>metric</th><th>dense</th><th>sparse</th>"), std::string::npos);
+  for (const char* variant : {"dense", "sparse"}) {
+    EXPECT_NE(dom.find(fmt::format("<td>{}</td><td class=\"num\">30</td>", variant)),
+              std::string::npos)
+        << variant;
+    // Its legend entry in every plot.
+    const std::string label = fmt::format(">{}</text>", variant);
+    EXPECT_GE(count(html, label), std::size(kPlots)) << variant;
+    EXPECT_EQ(count(dom, label), count(html, label)) << variant;
+  }
 }
 
 }  // namespace
