@@ -4,12 +4,16 @@
 
 #include <bertlab/error.h>
 #include <bertlab/model/bert.h>
+#include <bertlab/random.h>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace bertlab {
 namespace {
@@ -152,6 +156,71 @@ TEST(BertModel, DropoutOnlyInTraining) {
   at::Tensor d = model->forward(in.ids, in.types, in.mask).sequence_output;
   EXPECT_FALSE(at::allclose(c, d));
   EXPECT_FALSE(at::allclose(a, c));
+}
+
+// bertlab::dropout draws what at::dropout draws from the same generator (so one replica's
+// results are those of libtorch's dropout, bit for bit), forward and backward.
+TEST(Dropout, DrawsAsATenDropoutFromTheSameGenerator) {
+  at::manual_seed(5);
+  const at::Tensor x0 = at::randn({4, 6, 8});
+  const at::Tensor upstream = at::randn({4, 6, 8});
+  for (double p : {0.1, 0.5, 0.9}) {
+    at::Tensor xa = x0.clone().requires_grad_(true);
+    at::Tensor xb = x0.clone().requires_grad_(true);
+    at::manual_seed(11);
+    at::Tensor a = at::dropout(xa, p, /*train=*/true);
+    at::manual_seed(11);
+    at::Tensor b = bertlab::dropout(xb, p, /*train=*/true);
+    EXPECT_TRUE(at::equal(a, b)) << p;
+    (a * upstream).sum().backward();
+    (b * upstream).sum().backward();
+    EXPECT_TRUE(at::equal(xa.grad(), xb.grad())) << p;
+    // About p of the entries are dropped, the rest scaled by 1 / (1 - p).
+    const double dropped = (b == 0).to(at::kDouble).mean().item<double>();
+    EXPECT_NEAR(dropped, p, 0.1) << p;
+  }
+  // Off outside training and for p = 0: the input itself, nothing drawn.
+  at::manual_seed(11);
+  EXPECT_TRUE(bertlab::dropout(x0, 0.3, /*train=*/false).is_same(x0));
+  EXPECT_TRUE(bertlab::dropout(x0, 0.0, /*train=*/true).is_same(x0));
+  const at::Tensor next = at::rand({3});
+  at::manual_seed(11);
+  EXPECT_TRUE(at::equal(next, at::rand({3})));
+  EXPECT_TRUE(at::equal(bertlab::dropout(x0, 1.0, /*train=*/true), at::zeros_like(x0)));
+}
+
+// Thread ranks given copies of one generator draw the same masks whatever the timing, and leave
+// the default generator alone; without a scope a thread draws from the default generator.
+TEST(Dropout, EachThreadRankDrawsFromItsOwnCopy) {
+  at::manual_seed(21);
+  const at::Tensor x = at::ones({64, 64});
+  std::vector<at::Generator> copies;
+  {
+    at::Generator seeded = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(seeded.mutex());
+    for (int r = 0; r < 4; ++r) copies.push_back(seeded.clone());
+  }
+  std::vector<std::vector<at::Tensor>> masks(4);
+  std::vector<std::thread> threads;
+  threads.reserve(4);
+  for (int r = 0; r < 4; ++r) {
+    threads.emplace_back([&, r] {
+      ReplicaGeneratorScope draws(copies[static_cast<size_t>(r)]);
+      for (int i = 0; i < 20; ++i)
+        masks[static_cast<size_t>(r)].push_back(bertlab::dropout(x, 0.5, true));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 1; r < 4; ++r) {
+    for (int i = 0; i < 20; ++i) {
+      EXPECT_TRUE(at::equal(masks[0][static_cast<size_t>(i)],
+                            masks[static_cast<size_t>(r)][static_cast<size_t>(i)]))
+          << "rank " << r << " draw " << i;
+    }
+  }
+  // The default generator did not move: the first draw from it is the first rank's.
+  EXPECT_TRUE(at::equal(bertlab::dropout(x, 0.5, true), masks[0][0]));
+  EXPECT_TRUE(replica_generator() == at::detail::getDefaultCPUGenerator());
 }
 
 TEST(BertModel, SparseEmbeddingGradientMatchesDense) {

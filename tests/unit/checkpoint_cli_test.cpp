@@ -183,7 +183,8 @@ class Resume : public ::testing::Test {
 };
 
 // 3 steps, a checkpoint, a resumed run of 3 more: the same metrics and weights as 6 straight,
-// for every optimizer (their slots, step counts and schedules travel in the checkpoint).
+// for every optimizer (their slots, step counts and schedules travel in the checkpoint), and\n//
+// with thread ranks.
 void Resume::expect_resume_equals_straight(const std::vector<std::string>& optimizer) {
   SCOPED_TRACE(optimizer.empty() ? "adam_weight_decay" : optimizer[1]);
   auto with = [&](std::vector<std::string> args) {
@@ -228,6 +229,9 @@ TEST_F(Resume, ThreeStepsThenResumeEqualSixStraight) {
       {"--set", "optimizer.plugin=\"adamw\"", "--set", "optimizer.amsgrad=true"});
   expect_resume_equals_straight({"--set", "optimizer.plugin=\"sgd\"", "--set",
                                  "optimizer.momentum=0.9", "--set", "optimizer.dampening=0.5"});
+  // Two thread ranks, each drawing its dropout from its own generator, saved with the state.
+  expect_resume_equals_straight(
+      {"--set", "strategy.plugin=\"mirrored\"", "--set", "strategy.replicas=2"});
 }
 
 TEST_F(Resume, KeepCheckpointMaxKeepsTheNewest) {

@@ -512,5 +512,52 @@ TEST(EndToEndStrategies, OverlappedBackwardGivesTheSingleDeviceUpdate) {
             metrics_lines(out, "mirrored-2-overlap").back()["comm_dense_bytes"].get<double>());
 }
 
+// With dropout on, replicas that are threads of one process draw as replicas that are processes
+// do (each from its own copy of the seeded generator): the same weights after 4 steps, and the
+// same again on a second run, whatever the threads' timing.
+TEST(EndToEndStrategies, ThreadRanksDrawTheirDropoutAsProcessRanksDo) {
+  const std::string experiment = data_path("experiments/dropout_ranks.toml").string();
+  auto weights = [](const fs::path& file) {
+    std::map<std::string, at::Tensor> out;
+    for (auto& [name, t] : read_safetensors(file)) out[name] = t;
+    return out;
+  };
+  auto max_difference = [](const std::map<std::string, at::Tensor>& a,
+                           const std::map<std::string, at::Tensor>& b) {
+    EXPECT_EQ(a.size(), b.size());
+    double most = 0;
+    for (const auto& [name, t] : a) {
+      most = std::max(most, (t - b.at(name)).abs().max().item<double>());
+    }
+    return most;
+  };
+  TempDir first, second, launched, no_dropout;
+  for (const TempDir* dir : {&first, &second}) {
+    auto r = run_bertlab(
+        {"run", experiment, "--variant", "threads-2", "--output-dir", dir->path().string()});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  const auto threads = weights(first / "dropout-ranks/threads-2/model.safetensors");
+  EXPECT_EQ(max_difference(threads, weights(second / "dropout-ranks/threads-2/model.safetensors")),
+            0.0);
+  EXPECT_EQ(without_timings(first / "dropout-ranks/threads-2/metrics.jsonl"),
+            without_timings(second / "dropout-ranks/threads-2/metrics.jsonl"));
+
+  auto r = run_bertlab({"launch", "--nproc", "2", "--", BERTLAB_EXECUTABLE, "run", experiment,
+                        "--variant", "env-2", "--output-dir", launched.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(max_difference(threads, weights(launched / "dropout-ranks/env-2/model.safetensors")),
+            0.0);
+
+  // Dropout made a difference: without it the same run ends elsewhere.
+  r = run_bertlab({"run", experiment, "--variant", "threads-2", "--output-dir",
+                   no_dropout.path().string(), "--set", "model.hidden_dropout_prob=0.0", "--set",
+                   "model.attention_probs_dropout_prob=0.0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(
+      max_difference(threads, weights(no_dropout / "dropout-ranks/threads-2/model.safetensors")),
+      1e-4);
+}
+
 }  // namespace
 }  // namespace bertlab

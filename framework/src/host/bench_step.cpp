@@ -7,6 +7,7 @@
 #include <bertlab/grad.h>
 #include <bertlab/model/bert.h>
 #include <bertlab/optimizer.h>
+#include <bertlab/random.h>
 #include <bertlab/strategy.h>
 #include <bertlab/task.h>
 #include <sys/resource.h>
@@ -235,11 +236,19 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   if (world == 1) {
     run_rank(0);
   } else {
+    // As in training: each thread rank draws its dropout from its own generator.
+    std::vector<at::Generator> generators;
+    {
+      at::Generator seeded = at::detail::getDefaultCPUGenerator();
+      std::lock_guard<std::mutex> lock(seeded.mutex());
+      for (int r = 0; r < world; ++r) generators.push_back(seeded.clone());
+    }
     std::vector<std::thread> threads;
     threads.reserve(static_cast<size_t>(world));
     for (int r = 0; r < world; ++r) {
       threads.emplace_back([&, r] {
         try {
+          ReplicaGeneratorScope draws(generators[static_cast<size_t>(r)]);
           run_rank(r);
         } catch (const std::exception& e) {
           errors[static_cast<size_t>(r)] = e.what();

@@ -11,6 +11,7 @@
 #include <bertlab/log.h>
 #include <bertlab/model/init_checkpoint.h>
 #include <bertlab/optimizer.h>
+#include <bertlab/random.h>
 #include <bertlab/strategy.h>
 #include <bertlab/text/tokenizer.h>
 #include <torch/nn/module.h>
@@ -347,7 +348,8 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     state.metrics_lines = metrics_text;
     if (stream) state.data_position = stream->position();
     {
-      at::Generator generator = at::detail::getDefaultCPUGenerator();
+      // This rank's draws (dropout); every rank's generator is in the same state.
+      at::Generator generator = replica_generator();
       std::lock_guard<std::mutex> lock(generator.mutex());
       state.rng_state = generator.get_state();
     }
@@ -581,6 +583,7 @@ void check_same_configuration(const RendezvousStore& store, const ProcessRank& p
   const auto all =
       exchange_text(store, "config", resolved_toml, process.rank, process.world_size, timeout);
   std::vector<std::map<std::string, std::string>> settings;
+  settings.reserve(static_cast<size_t>(process.world_size));
   for (int r = 0; r < process.world_size; ++r) {
     settings.push_back(flatten_resolved_toml(all[r], fmt::format("rank {}'s configuration", r)));
   }
@@ -656,10 +659,20 @@ TrainOutcome train_replicas(const TrainLoop& loop,
   std::vector<std::exception_ptr> errors(world);
   std::vector<bool> comm_failure(world, false);
   TrainOutcome outcome;
+  // Each thread rank draws (dropout) from its own copy of the seeded generator, as a process
+  // rank draws from its own: the same numbers, in an order that does not depend on timing.
+  std::vector<at::Generator> generators;
+  {
+    at::Generator seeded = at::detail::getDefaultCPUGenerator();
+    std::lock_guard<std::mutex> lock(seeded.mutex());
+    for (int r = 0; r < world; ++r) generators.push_back(seeded.clone());
+  }
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       try {
+        ReplicaGeneratorScope draws(generators[r]);
         // Thread ranks share this process's device: Gloo (NCCL wants a device per rank).
         auto comm = make_gloo_communicator(*store, r, world, timeout, "127.0.0.1", loop.device);
         TrainOutcome mine = train_rank(loop, *models[r], *comm);

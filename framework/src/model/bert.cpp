@@ -6,6 +6,7 @@
 
 #include <bertlab/error.h>
 #include <bertlab/model/bert.h>
+#include <bertlab/random.h>
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
@@ -132,8 +133,7 @@ class BertLayerImpl : public torch::nn::Module {
 
  private:
   at::Tensor dropout(const at::Tensor& x, double p) const {
-    if (!is_training() || p == 0.0) return x;
-    return at::dropout(x, p, /*train=*/true);
+    return bertlab::dropout(x, p, is_training());
   }
 
   int64_t num_heads_;
@@ -176,8 +176,9 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids,
   at::Tensor positions = position_embeddings->weight.narrow(0, 0, seq);
   at::Tensor sum = words + types;
   sum.add_(positions);  // add's backward keeps no inputs, so in place is safe
-  return dropout->forward(
-      at::layer_norm(sum, {sum.size(-1)}, LayerNorm->weight, LayerNorm->bias, kLayerNormEps));
+  return bertlab::dropout(
+      at::layer_norm(sum, {sum.size(-1)}, LayerNorm->weight, LayerNorm->bias, kLayerNormEps),
+      dropout->options.p(), is_training());
 }
 
 BertModelImpl::BertModelImpl(const BertConfig& config, bool sparse_embeddings) : config_(config) {

@@ -2,6 +2,7 @@
 
 #include <ATen/ATen.h>
 #include <bertlab/error.h>
+#include <bertlab/random.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -27,7 +28,8 @@ ClassifierModelImpl::ClassifierModelImpl(const BertConfig& config, int64_t num_l
 at::Tensor ClassifierModelImpl::forward(const at::Tensor& input_ids, const at::Tensor& segment_ids,
                                         const at::Tensor& input_mask) {
   const BertOutput output = bert->forward(input_ids, segment_ids, input_mask);
-  return classifier->forward(dropout->forward(output.pooled_output));
+  return classifier->forward(
+      bertlab::dropout(output.pooled_output, dropout->options.p(), is_training()));
 }
 
 at::Tensor per_example_loss(const at::Tensor& logits, const at::Tensor& label_ids) {
