@@ -13,6 +13,8 @@ packages=(
   clang-14 libclang-rt-14-dev libfuzzer-14-dev  # scripts/fuzz.sh, scripts/test.sh --sanitize=...
   python3-torch  # bench/python_reference.py: the same step in PyTorch, on the same libtorch
   chromium  # report_test: renders runs/<experiment>/report.html headless to a PNG
+  slurm-wlm munge  # tests/slurm: a real one-node Slurm, started and stopped by the test
+  iproute2  # tests/two_hosts: two network namespaces joined by a veth pair
 )
 
 missing=()

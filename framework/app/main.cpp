@@ -8,6 +8,7 @@
 #include <torch/csrc/api/include/torch/version.h>
 #include <CLI/CLI.hpp>
 
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 
@@ -230,6 +231,10 @@ int dispatch(int argc, char** argv) {
   CLI::App app{"bertlab: BERT experiments on LibTorch, wired from TOML by plugins", "bertlab"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("bertlab ") + BERTLAB_VERSION);
+  // Taken out of argv by main() before parsing (any position before `--`); listed for --help.
+  bool verbose = false;
+  app.add_flag("--verbose", verbose,
+               "error messages keep libtorch's C++ stack traces (as BERTLAB_DEBUG=1)");
   CommonOptions common;
 
   auto add_plugin_dir = [&](CLI::App* sub) {
@@ -491,27 +496,54 @@ int dispatch(int argc, char** argv) {
 }  // namespace
 }  // namespace bertlab
 
+namespace bertlab {
+namespace {
+
+/// Takes `--verbose` out of argv (before a `--`, after which the arguments are another
+/// command's) and turns it into BERTLAB_DEBUG=1, which every command and the ranks that
+/// `bertlab launch` starts read. Returns the new argc.
+int take_verbose_flag(int argc, char** argv) {
+  int out = 0;
+  bool passthrough = false;
+  for (int i = 0; i < argc; ++i) {
+    if (!passthrough && i > 0 && std::strcmp(argv[i], "--verbose") == 0) {
+      setenv("BERTLAB_DEBUG", "1", 1);
+      continue;
+    }
+    passthrough |= std::strcmp(argv[i], "--") == 0;
+    argv[out++] = argv[i];
+  }
+  argv[out] = nullptr;
+  return out;
+}
+
+}  // namespace
+}  // namespace bertlab
+
 int main(int argc, char** argv) {
   using namespace bertlab;
   tune_allocator();
+  argc = take_verbose_flag(argc, argv);
+  // Messages keep their first part (the what); libtorch's C++ stack traces only with
+  // BERTLAB_DEBUG=1 or --verbose (without_stack_trace).
   try {
     return dispatch(argc, argv);
   } catch (const ConfigError& e) {
-    for (const auto& line : e.messages()) std::cerr << line << "\n";
+    for (const auto& line : e.messages()) std::cerr << without_stack_trace(line) << "\n";
     std::cerr << fmt::format("bertlab: {} configuration error{}; nothing was run\n",
                              e.messages().size(), e.messages().size() == 1 ? "" : "s");
     return kExitConfig;
   } catch (const PluginError& e) {
-    std::cerr << e.what() << "\n";
+    std::cerr << error_text(e) << "\n";
     return kExitConfig;
   } catch (const Interrupted& e) {
-    std::cerr << e.what() << "\n";
+    std::cerr << error_text(e) << "\n";
     return 128 + e.signal();
   } catch (const Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << error_text(e) << "\n";
     return kExitFailure;
   } catch (const std::exception& e) {
-    std::cerr << "error: " << e.what() << "\n";
+    std::cerr << "error: " << error_text(e) << "\n";
     return kExitFailure;
   }
 }

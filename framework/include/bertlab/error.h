@@ -51,6 +51,19 @@ class Interrupted : public Error {
   int signal_;
 };
 
+/// `text` without the lines of a C++ stack trace that libtorch appends to its messages
+/// ("Exception raised from ... (most recent call first):", "frame #N: ..."): what a person can
+/// act on is the first part. Kept whole when debug_errors() is on.
+std::string without_stack_trace(const std::string& text);
+
+/// `e.what()` as without_stack_trace() leaves it: use it wherever a library's message is
+/// wrapped into one of ours.
+std::string error_text(const std::exception& e);
+
+/// True when BERTLAB_DEBUG is set to anything but "" or "0" (`bertlab --verbose` sets it): error
+/// messages keep libtorch's C++ stack traces.
+bool debug_errors();
+
 }  // namespace bertlab
 
 /// Throws bertlab::Error with a fmt-formatted message when `cond` is false.

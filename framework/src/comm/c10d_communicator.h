@@ -65,6 +65,46 @@ class RankPresence {
   std::thread thread_;  // last: started once everything it uses exists
 };
 
+/// `join()`'s result, or an Error when it has not returned within `limit`. Gloo bounds its
+/// connections by the group's timeout, but a connect() whose packets are dropped (a firewall, an
+/// address the peer cannot route to) blocks in the kernel for minutes; this keeps "every rank
+/// fails within timeout_s" true. `join` must own what it uses: on a deadline its thread is left
+/// to finish (or to end with the process, which then fails).
+template <class Result>
+Result join_within(std::chrono::milliseconds limit, std::function<Result()> join) {
+  struct Outcome {
+    std::mutex mutex;
+    std::condition_variable done;
+    bool finished = false;
+    Result result;
+    std::exception_ptr error;
+  };
+  auto outcome = std::make_shared<Outcome>();
+  std::thread([outcome, join = std::move(join)] {
+    Result result;
+    std::exception_ptr error;
+    try {
+      result = join();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(outcome->mutex);
+    outcome->result = std::move(result);
+    outcome->error = error;
+    outcome->finished = true;
+    outcome->done.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(outcome->mutex);
+  if (!outcome->done.wait_for(lock, limit, [&] { return outcome->finished; })) {
+    throw Error(fmt::format(
+        "the connections to the peers did not complete within {} s (a peer's address does not "
+        "answer)",
+        static_cast<double>(limit.count()) / 1000.0));
+  }
+  if (outcome->error) std::rethrow_exception(outcome->error);
+  return std::move(outcome->result);
+}
+
 /// [count, elements, shape digest] of the tensors a rank passes to one collective.
 std::vector<int64_t> size_signature(const std::vector<at::Tensor>& tensors);
 
@@ -88,7 +128,7 @@ class C10dCommunicator final : public Communicator {
       group_ = make_group();
     } catch (const std::exception& e) {
       throw Error(fmt::format("[comm] rank {} of {}: joining the {} group failed: {}", rank,
-                              world_size, backend_, e.what()));
+                              world_size, backend_, error_text(e)));
     }
     presence_ = std::make_unique<detail::RankPresence>(store, rank, world_size);
   }
@@ -191,7 +231,7 @@ class C10dCommunicator final : public Communicator {
     } catch (const std::exception& e) {
       throw Error(fmt::format("[comm] rank {} of {}: {} failed or timed out after {} ms: {}; {}",
                               rank_, world_size_, what, timeout_.count(),
-                              presence_->ranks_that_left(), e.what()));
+                              presence_->ranks_that_left(), error_text(e)));
     }
   }
 

@@ -31,6 +31,12 @@ void ignore_broken_pipes() {
   });
 }
 
+/// `text` without its closing period, for quoting inside a sentence of ours.
+std::string without_final_period(std::string text) {
+  while (!text.empty() && (text.back() == '.' || text.back() == ' ')) text.pop_back();
+  return text;
+}
+
 }  // namespace
 
 RendezvousStore::RendezvousStore() : impl(std::make_unique<Impl>()) {}
@@ -57,9 +63,12 @@ std::shared_ptr<RendezvousStore> RendezvousStore::tcp(const std::string& host, i
     out->impl->store = c10::make_intrusive<c10d::TCPStore>(host, options);
   } catch (const std::exception& e) {
     throw Error(fmt::format(
-        "[comm] rank {} of {}: the rendezvous at {}:{} failed (is every rank started, with the "
-        "same MASTER_ADDR and MASTER_PORT?): {}",
-        rank, world_size, host, port, e.what()));
+        "[comm] rank {} of {}: the rendezvous at {}:{} failed within {} s: {}; check that every "
+        "rank is started with the same MASTER_ADDR and MASTER_PORT, that MASTER_ADDR is rank 0's "
+        "machine, and that this machine reaches {} on TCP port {} (firewall; GLOO_SOCKET_IFNAME "
+        "names the interface the ranks share)",
+        rank, world_size, host, port, timeout.count() / 1000.0, without_final_period(error_text(e)),
+        host, port));
   }
   return out;
 }
@@ -80,7 +89,7 @@ std::vector<std::string> exchange_text(const RendezvousStore& store, const std::
     st.set(key_of(rank), std::vector<uint8_t>(text.begin(), text.end()));
   } catch (const std::exception& e) {
     throw Error(fmt::format("[comm] rank {} of {}: publishing its {} in the store failed: {}", rank,
-                            world_size, key, e.what()));
+                            world_size, key, error_text(e)));
   }
   std::vector<std::string> out(world_size);
   std::vector<int> missing;
@@ -94,8 +103,10 @@ std::vector<std::string> exchange_text(const RendezvousStore& store, const std::
     }
   }
   BERTLAB_CHECK(missing.empty(),
-                "[comm] rank {} of {}: rank {} did not publish its {} within {} ms", rank,
-                world_size, fmt::join(missing, ", "), key, timeout.count());
+                "[comm] rank {} of {}: rank {} did not publish its {} in the store within {} ms "
+                "(was it started, with the same MASTER_ADDR and MASTER_PORT, and does its machine "
+                "reach the store? its own message says more)",
+                rank, world_size, fmt::join(missing, ", "), key, timeout.count());
   return out;
 }
 
@@ -199,19 +210,45 @@ std::vector<int64_t> size_signature(const std::vector<at::Tensor>& tensors) {
 
 }  // namespace detail
 
+namespace {
+
+/// Past the group's timeout, how long a join may take before join_within gives up on it.
+constexpr auto kJoinGrace = std::chrono::milliseconds(2000);
+
+}  // namespace
+
 std::unique_ptr<Communicator> make_gloo_communicator(const RendezvousStore& store, int rank,
                                                      int world_size,
                                                      std::chrono::milliseconds timeout,
-                                                     const std::string& hostname,
+                                                     const GlooBinding& binding,
                                                      c10::Device device) {
   ignore_broken_pipes();
   const c10::intrusive_ptr<c10d::Store>& st = store.impl->store;
+  // Everything by value: on a deadline the joining thread is left behind (see join_within).
+  auto join = [st, rank, world_size, timeout, binding] {
+    auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+    if (binding.interfaces.empty()) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(binding.address));
+    }
+    for (const auto& name : binding.interfaces) {
+      options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(name));
+    }
+    options->threads = 1;
+    return c10::make_intrusive<c10d::ProcessGroupGloo>(st, rank, world_size, options);
+  };
   return std::make_unique<C10dCommunicator<c10d::ProcessGroupGloo>>(
       "gloo", st, rank, world_size, timeout, device, [&] {
-        auto options = c10d::ProcessGroupGloo::Options::create(timeout);
-        options->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname(hostname));
-        options->threads = 1;
-        return c10::make_intrusive<c10d::ProcessGroupGloo>(st, rank, world_size, options);
+        try {
+          return detail::join_within<c10::intrusive_ptr<c10d::ProcessGroupGloo>>(
+              timeout + kJoinGrace, join);
+        } catch (const std::exception& e) {
+          // Gloo names the peer it could not reach; say what to check.
+          throw Error(fmt::format(
+              "{} (this rank bound Gloo to {}; check that the ranks' machines reach each other's "
+              "addresses on any TCP port (firewall), and set GLOO_SOCKET_IFNAME to the interface "
+              "of the network they share)",
+              error_text(e), binding.describe()));
+        }
       });
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "comm/gloo_binding.h"
+
 namespace bertlab {
 
 /// Where the ranks of one group meet; shared by every rank of the group.
@@ -44,12 +46,13 @@ std::vector<std::string> exchange_text(const RendezvousStore& store, const std::
 /// checks that every rank passes the same sizes (an error, not a hang or silent corruption,
 /// when they do not). While it lives, a heartbeat in the store tells the others this rank is
 /// alive, so that a failed collective names a rank that was killed or crashed.
-/// `hostname`: the address Gloo binds to (loopback for ranks on this machine). `device`: where
-/// this rank's tensors live (Gloo stages CUDA tensors through the host).
+/// `binding`: where this rank's sockets bind (loopback for ranks on this machine; see
+/// choose_gloo_binding). `device`: where this rank's tensors live (Gloo stages CUDA tensors
+/// through the host).
 std::unique_ptr<Communicator> make_gloo_communicator(const RendezvousStore& store, int rank,
                                                      int world_size,
                                                      std::chrono::milliseconds timeout,
-                                                     const std::string& hostname = "127.0.0.1",
+                                                     const GlooBinding& binding = {},
                                                      c10::Device device = c10::Device(c10::kCPU));
 
 }  // namespace bertlab

@@ -170,7 +170,7 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
     std::unique_ptr<Communicator> comm =
         world == 1 ? make_local_communicator()
                    : make_gloo_communicator(*store, rank, world, std::chrono::seconds(600),
-                                            "127.0.0.1", device);
+                                            GlooBinding{}, device);
     torch::nn::Module& model = *models[static_cast<size_t>(rank)];
     std::unique_ptr<Strategy> strategy = strategy_c.strategy_factory(strategy_view);
     std::unique_ptr<Optimizer> optimizer =

@@ -1,7 +1,7 @@
 #pragma once
 // This process's place in a multi-process run: torchrun's variables (RANK, WORLD_SIZE,
 // LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), or Slurm's (SLURM_PROCID,
-// SLURM_NTASKS, SLURM_LOCALID) with MASTER_ADDR / MASTER_PORT.
+// SLURM_NTASKS, SLURM_LOCALID, the step's node list and job id) when RANK is not set.
 
 #include <optional>
 #include <string>
@@ -15,10 +15,15 @@ struct ProcessRank {
   int local_world_size = 1;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
+  /// Where master_addr and master_port came from, for the log ("MASTER_ADDR", "the first host
+  /// of SLURM_JOB_NODELIST=node[01-02]", ...).
+  std::string master_from = "the default";
 };
 
 /// The variables of this process, or nullopt when neither torchrun's nor Slurm's are set.
-/// Throws ConfigError naming the variable when one is malformed or missing.
+/// Under Slurm without MASTER_ADDR, rank 0's host is the first of SLURM_STEP_NODELIST (else
+/// SLURM_JOB_NODELIST, SLURM_NODELIST); without MASTER_PORT the port derives from SLURM_JOB_ID
+/// (slurm_master_port). Throws ConfigError naming the variable when one is malformed or missing.
 std::optional<ProcessRank> process_rank_from_env();
 
 /// True when this process is a rank other than 0 of a launched run: it computes, but writes

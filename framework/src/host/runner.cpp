@@ -627,19 +627,22 @@ TrainOutcome train_process_rank(const TrainLoop& loop, torch::nn::Module& model,
                                 process.world_size, timeout);
   }
   auto store = RendezvousStore::prefixed(*base, group_name);
-  const bool loopback = process.master_addr == "127.0.0.1" || process.master_addr == "localhost";
-  // backend "auto": NCCL between CUDA processes (one device each), Gloo otherwise.
+  // backend "auto": NCCL between CUDA processes (one device each), Gloo otherwise. NCCL picks
+  // its own interface (NCCL_SOCKET_IFNAME).
   const std::string backend = loop.experiment_variant->strategy_host.get_string("backend");
   const bool nccl = backend == "nccl" || (backend == "auto" && loop.device.is_cuda());
-  auto comm =
-      nccl ? make_nccl_communicator(*store, process.rank, process.world_size, timeout,
-                                    loop.device.index())
-           : make_gloo_communicator(*store, process.rank, process.world_size, timeout,
-                                    loopback ? "127.0.0.1" : process.master_addr, loop.device);
-  log_info("comm", "rank {} of {}: {} over TCP store {}:{}, device {}", process.rank,
+  const GlooBinding binding = nccl ? GlooBinding{} : choose_gloo_binding(process.master_addr);
+  log_info("comm", "rank {} of {}: {} over TCP store {}:{} ({}), device {}{}", process.rank,
            process.world_size, nccl ? "NCCL" : "Gloo", process.master_addr, process.master_port,
-           loop.device.str());
+           process.master_from, loop.device.str(),
+           nccl ? "" : fmt::format(", Gloo bound to {}", binding.describe()));
+  // Through the store first: a rank that never arrives is named here, before the group's
+  // connections would only say that they timed out.
   check_same_configuration(*store, process, loop.experiment_variant->resolved_toml, timeout);
+  auto comm = nccl ? make_nccl_communicator(*store, process.rank, process.world_size, timeout,
+                                            loop.device.index())
+                   : make_gloo_communicator(*store, process.rank, process.world_size, timeout,
+                                            binding, loop.device);
   return train_rank(loop, model, *comm);
 }
 
@@ -674,7 +677,7 @@ TrainOutcome train_replicas(const TrainLoop& loop,
       try {
         ReplicaGeneratorScope draws(generators[r]);
         // Thread ranks share this process's device: Gloo (NCCL wants a device per rank).
-        auto comm = make_gloo_communicator(*store, r, world, timeout, "127.0.0.1", loop.device);
+        auto comm = make_gloo_communicator(*store, r, world, timeout, GlooBinding{}, loop.device);
         TrainOutcome mine = train_rank(loop, *models[r], *comm);
         if (r == 0) outcome = mine;
       } catch (const Error& e) {
@@ -771,8 +774,12 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
     if (!process) {
       throw ConfigError(fmt::format(
           "strategy.launcher: variant '{}' uses launcher = \"env\", but RANK and WORLD_SIZE are "
-          "not set; start it with `bertlab launch --nproc {} -- bertlab ...` or torchrun",
-          variant.name, variant.strategy_host.get_int("replicas")));
+          "not set (nor Slurm's SLURM_PROCID and SLURM_NTASKS); start its {} ranks with "
+          "`bertlab launch --nproc {} -- bertlab ...`, `torchrun --nproc-per-node {} --no-python "
+          "bertlab ...` or `srun -n {} bertlab ...` (docs/distributed.md)",
+          variant.name, variant.strategy_host.get_int("replicas"),
+          variant.strategy_host.get_int("replicas"), variant.strategy_host.get_int("replicas"),
+          variant.strategy_host.get_int("replicas")));
     }
     if (process->world_size != variant.strategy_host.get_int("replicas")) {
       throw ConfigError(fmt::format(
