@@ -222,6 +222,24 @@ def main():
             f"{wait / len(rows) * 1e3:.2f} ms per step | {share:.2%} of the step | ≤ 2% | "
             f"{'yes' if share <= 0.02 else 'no'} |")
 
+    # Per-example dropout masks against each replica's own generator, per strategy.
+    modes = {}
+    for r in load(os.path.join(out, "dropout.jsonl")):
+        key = (r["strategy"], r["replicas"])
+        modes.setdefault(key, {}).setdefault(r["dropout_rng"], []).append(r["step_s"])
+    for (strategy, replicas), times in sorted(modes.items()):
+        if "replica" not in times or "per_example" not in times:
+            continue
+        med = {m: sorted(v)[len(v) // 2] for m, v in times.items()}
+        ratio = med["per_example"] / med["replica"]
+        who = strategy if replicas == 1 else f"{strategy} ×{replicas} replicas"
+        lines.append(
+            f"| dropout masks per example vs per replica, tiny BERT {who}, 1 thread "
+            f"(dropout 0.1, batch 8 × 128, step s, median of {len(times['replica'])}) | "
+            f"replica: {med['replica'] * 1e3:.1f} ms | per_example: "
+            f"{med['per_example'] * 1e3:.1f} ms | {ratio:.2f}× | ≤ 1.05× | "
+            f"{'yes' if ratio <= 1.05 else 'no'} |")
+
     lines.append("")
     lines.append("## Training steps (median over the repetitions)")
     lines.append("")

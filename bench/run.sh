@@ -9,7 +9,7 @@
 #                                default ../shared/reference/google-bert; without it the
 #                                figures quoted in bench/reference.json are used
 #   bench/run.sh --only ROW[,ROW]  rerun only these rows: gemm, tiny, base, bytes, tokenize,
-#                                squad, create-data, pipeline; the other rows of
+#                                squad, create-data, pipeline, dropout; the other rows of
 #                                bench/results.md are kept, marked with the date of their run
 set -euo pipefail
 only=""
@@ -20,7 +20,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "bench/run.sh: unknown argument '$1'; use --only ROW[,ROW]" >&2; exit 2 ;;
   esac
 done
-rows="gemm tiny base bytes tokenize squad create-data pipeline"
+rows="gemm tiny base bytes tokenize squad create-data pipeline dropout"
 for row in ${only//,/ }; do
   if [[ " $rows " != *" $row "* ]]; then
     echo "bench/run.sh: --only: unknown row '$row'; rows are: ${rows// /, }" >&2
@@ -83,6 +83,15 @@ for r in $(seq $(( (repeats + 1) / 2 ))); do
   done
   step "base" bertlab "$base --sparse_embeddings" 1
 done
+
+if wanted dropout; then
+  log "dropout masks: per_example vs replica, one process each round (tiny BERT, dropout 0.1)"
+  for r in $(seq "$repeats"); do
+    "$bin" bench step $tiny --threads 1 --dropout_rng both >> "$out/dropout.jsonl" 2> /dev/null
+    "$bin" bench step $tiny --threads 1 --strategy mirrored --replicas 2 --dropout_rng both \
+      >> "$out/dropout.jsonl" 2> /dev/null
+  done
+fi
 
 if wanted bytes; then
   log "word-embedding bytes: mirrored vs sparse_allgather (vocab 30522 x 768, batch 32 x 128, 2 replicas)"

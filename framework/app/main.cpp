@@ -314,6 +314,10 @@ int dispatch(int argc, char** argv) {
   bench_step_cmd->add_option("--precision", step_bench.precision,
                              "fp32 (default), bf16 or fp16 (CUDA): autocast of the forward pass");
   bench_step_cmd->add_flag("--tf32", step_bench.tf32, "TF32 fp32 matrix products on CUDA");
+  bench_step_cmd->add_option("--dropout", step_bench.dropout,
+                             "hidden and attention dropout (default 0.1, as BERT)");
+  bench_step_cmd->add_option("--dropout_rng", step_bench.dropout_rng,
+                             "per_example (default), replica, or both: one line per mode");
   TokenizeBenchOptions tokenize_bench;
   CLI::App* bench_tokenize_cmd =
       bench->add_subcommand("tokenize", "WordPiece tokenization speed (MB/s, tokens/s)");

@@ -1,12 +1,62 @@
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/PhiloxRNGEngine.h>
 #include <bertlab/error.h>
 #include <bertlab/random.h>
+
+#include <cmath>
 
 namespace bertlab {
 
 namespace {
 thread_local ReplicaGeneratorScope* current_scope = nullptr;
+thread_local PerExampleDropoutScope* current_dropout_scope = nullptr;
+}  // namespace
+
+PerExampleDropoutScope::PerExampleDropoutScope(const DropoutKey& key)
+    : key_(key), previous_(current_dropout_scope) {
+  BERTLAB_CHECK(key.examples >= 1 && key.first_example >= 0 && key.step >= 0,
+                "PerExampleDropoutScope: examples {} from {} at step {}", key.examples,
+                key.first_example, key.step);
+  current_dropout_scope = this;
+}
+
+PerExampleDropoutScope::~PerExampleDropoutScope() { current_dropout_scope = previous_; }
+
+PerExampleDropoutScope* per_example_dropout_scope() { return current_dropout_scope; }
+
+at::Tensor per_example_dropout_mask(const DropoutKey& key, int64_t site, c10::IntArrayRef shape,
+                                    double p) {
+  BERTLAB_CHECK(p >= 0.0 && p < 1.0, "dropout probability {} is not in [0, 1)", p);
+  // The first dimension is the examples, or examples-major (BERT's [batch * heads, ...]): each
+  // example owns a contiguous block of the mask.
+  BERTLAB_CHECK(!shape.empty() && shape[0] % key.examples == 0,
+                "dropout site {}: the tensor's first dimension {} is not a multiple of the "
+                "batch's {} examples",
+                site, shape.empty() ? 0 : shape[0], key.examples);
+  BERTLAB_CHECK(site >= 0 && site < (int64_t{1} << 32), "dropout site {} out of range", site);
+  at::Tensor mask = at::empty(shape, at::kFloat);
+  const int64_t per_example = key.examples == 0 ? 0 : mask.numel() / key.examples;
+  // Keep an element when its 32-bit draw is below (1 - p) * 2^32.
+  const auto threshold = static_cast<uint64_t>(std::llround((1.0 - p) * 4294967296.0));
+  const auto scale = static_cast<float>(1.0 / (1.0 - p));
+  float* out = mask.data_ptr<float>();
+  at::parallel_for(0, key.examples, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t e = begin; e < end; ++e) {
+      // Counter words: (block of 4 elements, site) in the offset, (example, step) in the
+      // subsequence.
+      const uint64_t example = static_cast<uint64_t>(key.first_example + e);
+      const uint64_t subsequence =
+          (static_cast<uint64_t>(key.step) << 32) | (example & 0xffffffffu);
+      at::philox_engine engine(key.seed, subsequence, static_cast<uint64_t>(site) << 32);
+      float* row = out + e * per_example;
+      for (int64_t j = 0; j < per_example; ++j) {
+        row[j] = static_cast<uint64_t>(engine()) < threshold ? scale : 0.0f;
+      }
+    }
+  });
+  return mask;
 }
 
 ReplicaGeneratorScope::ReplicaGeneratorScope(at::Generator generator)
@@ -24,7 +74,17 @@ at::Generator replica_generator() {
 }
 
 at::Tensor dropout(const at::Tensor& x, double p, bool train) {
-  if (!train || p == 0.0 || x.numel() == 0) return x;
+  if (!train) return x;
+  // Every call in training is a site, drawn or not, so the numbering does not depend on p.
+  PerExampleDropoutScope* scope = per_example_dropout_scope();
+  const int64_t site = scope != nullptr ? scope->next_site() : -1;
+  if (p == 0.0 || x.numel() == 0) return x;
+  if (scope != nullptr) {
+    BERTLAB_CHECK(p > 0.0 && p <= 1.0, "dropout probability {} is not in [0, 1]", p);
+    if (p == 1.0) return x * at::zeros({}, x.options());
+    const at::Tensor mask = per_example_dropout_mask(scope->key(), site, x.sizes(), p);
+    return x * mask.to(x.options());
+  }
   if (!x.device().is_cpu()) return at::dropout(x, p, /*train=*/true);
   BERTLAB_CHECK(p > 0.0 && p <= 1.0, "dropout probability {} is not in [0, 1]", p);
   if (p == 1.0) return x * at::zeros({}, x.options());

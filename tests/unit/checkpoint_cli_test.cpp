@@ -229,9 +229,13 @@ TEST_F(Resume, ThreeStepsThenResumeEqualSixStraight) {
       {"--set", "optimizer.plugin=\"adamw\"", "--set", "optimizer.amsgrad=true"});
   expect_resume_equals_straight({"--set", "optimizer.plugin=\"sgd\"", "--set",
                                  "optimizer.momentum=0.9", "--set", "optimizer.dampening=0.5"});
-  // Two thread ranks, each drawing its dropout from its own generator, saved with the state.
+  // Two thread ranks with per-example masks (keyed by the global step, so a resumed run draws
+  // the masks of the steps it continues).
   expect_resume_equals_straight(
       {"--set", "strategy.plugin=\"mirrored\"", "--set", "strategy.replicas=2"});
+  // Two thread ranks, each drawing its dropout from its own generator, saved with the state.
+  expect_resume_equals_straight({"--set", "strategy.plugin=\"mirrored\"", "--set",
+                                 "strategy.replicas=2", "--set", "model.dropout_rng=\"replica\""});
 }
 
 TEST_F(Resume, KeepCheckpointMaxKeepsTheNewest) {

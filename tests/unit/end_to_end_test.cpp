@@ -294,10 +294,15 @@ TEST(EndToEndGradcheck, TheGradientAveragingExperimentMeetsEveryExpectation) {
         "mirrored-2-overlap", "sparse-allgather-2-overlap"}) {
     EXPECT_TRUE(v[name]["match"].get<bool>()) << name;
   }
-  for (const char* name :
-       {"first-replica-indices-2", "no-divide-2", "uncoalesced-clip", "scatter-duplicates"}) {
+  for (const char* name : {"first-replica-indices-2", "no-divide-2", "uncoalesced-clip",
+                           "scatter-duplicates", "mirrored-4-replica-dropout"}) {
     EXPECT_FALSE(v[name]["match"].get<bool>()) << name;
   }
+  // Dropout is on (0.1) with per-example masks; masks drawn per replica are named as the cause.
+  EXPECT_NE(r.out.find("`mirrored-4-replica-dropout`, besides the averaging, differs from the "
+                       "reference in: dropout_rng = \"replica\" with dropout 0.1"),
+            std::string::npos)
+      << r.out;
   // Concatenating two replicas' rows without dividing gives twice the embedding gradient.
   EXPECT_NEAR(v["no-divide-2"]["embedding_grad_ratio"].get<double>(), 2.0, 1e-5);
   EXPECT_NEAR(v["mirrored-4"]["embedding_grad_ratio"].get<double>(), 1.0, 1e-5);

@@ -9,6 +9,9 @@
 
 #include <ATen/core/Generator.h>
 #include <ATen/core/Tensor.h>
+#include <c10/util/ArrayRef.h>
+
+#include <cstdint>
 
 namespace bertlab {
 
@@ -31,10 +34,52 @@ class ReplicaGeneratorScope {
   friend at::Generator replica_generator();
 };
 
+/// What makes an example's dropout masks in one forward pass ([model] dropout_rng =
+/// "per_example"): element j of example e's mask at dropout site s is drawn from Philox 4x32-10
+/// with key `seed` and counter (j / 4, s, first_example + e, step), so it is the same whichever
+/// replica, process or micro-batch computes the example.
+struct DropoutKey {
+  uint64_t seed = 0;
+  int64_t step = 0;           ///< the global step (resumed runs continue it)
+  int64_t first_example = 0;  ///< the position in the step's global batch of this batch's first
+  int64_t examples = 0;       ///< examples in this batch (the first dimension at every site)
+};
+
+/// Masks of the forward passes on this thread are per-example while the scope lives; the sites
+/// are numbered in the order dropout() is called, from 0. The host opens one per forward pass.
+class PerExampleDropoutScope {
+ public:
+  explicit PerExampleDropoutScope(const DropoutKey& key);
+  ~PerExampleDropoutScope();
+  PerExampleDropoutScope(const PerExampleDropoutScope&) = delete;
+  PerExampleDropoutScope& operator=(const PerExampleDropoutScope&) = delete;
+
+  const DropoutKey& key() const { return key_; }
+  /// The site number of the next dropout call.
+  int64_t next_site() { return site_++; }
+
+ private:
+  DropoutKey key_;
+  int64_t site_ = 0;
+  PerExampleDropoutScope* previous_;
+  friend PerExampleDropoutScope* per_example_dropout_scope();
+};
+
+/// The scope of this thread's forward pass; nullptr outside one (masks from the replica's
+/// generator).
+PerExampleDropoutScope* per_example_dropout_scope();
+
+/// The inverted-dropout mask of `site` for key.examples examples of `shape` (shape[0] is the
+/// examples, or a multiple of them, examples-major): float32 on the CPU, each element
+/// 1 / (1 - p) with probability 1 - p, else 0.
+at::Tensor per_example_dropout_mask(const DropoutKey& key, int64_t site, c10::IntArrayRef shape,
+                                    double p);
+
 /// Inverted dropout, as at::dropout on the CPU (the same draws in the same order: with the
 /// default generator the results are bit-identical), drawing from replica_generator(). The
-/// identity when `train` is false or `p` is 0. Tensors on other devices use at::dropout (their
-/// device's default generator).
+/// identity when `train` is false or `p` is 0. Inside a PerExampleDropoutScope the mask is
+/// per_example_dropout_mask() of the next site instead, on any device. Otherwise tensors on
+/// other devices use at::dropout (their device's default generator).
 at::Tensor dropout(const at::Tensor& x, double p, bool train);
 
 }  // namespace bertlab

@@ -21,6 +21,7 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "comm/gloo_communicator.h"
@@ -98,6 +99,19 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   auto check = [](bool ok, const std::string& message) {
     if (!ok) throw ConfigError("bench step: " + message);
   };
+  check(o.dropout_rng == "per_example" || o.dropout_rng == "replica" || o.dropout_rng == "both",
+        fmt::format("--dropout_rng must be per_example, replica or both, got {}", o.dropout_rng));
+  if (o.dropout_rng == "both") {
+    // The two modes one after the other in this process, each with its own warm-up.
+    for (const char* mode : {"replica", "per_example"}) {
+      StepBenchOptions one = o;
+      one.dropout_rng = mode;
+      bench_step(host, one);
+    }
+    return 0;
+  }
+  check(o.dropout >= 0 && o.dropout < 1,
+        fmt::format("--dropout must be in [0, 1), got {}", o.dropout));
   check(o.steps >= 1, fmt::format("--steps must be >= 1, got {}", o.steps));
   check(o.replicas >= 1, fmt::format("--replicas must be >= 1, got {}", o.replicas));
   check(o.batch % o.replicas == 0,
@@ -127,6 +141,8 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   config.intermediate_size = o.intermediate_size;
   config.vocab_size = o.vocab_size;
   config.max_position_embeddings = std::max<int64_t>(512, o.seq);
+  config.hidden_dropout_prob = o.dropout;
+  config.attention_probs_dropout_prob = o.dropout;
   config.validate();
 
   const Component& task_c = component(host, ComponentKind::kTask, o.task);
@@ -200,6 +216,9 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
       LossOutput out;
       {
         AutocastScope autocast(precision.autocast_dtype(), device);
+        std::optional<PerExampleDropoutScope> masks;
+        if (o.dropout_rng == "per_example")
+          masks.emplace(DropoutKey{12345, step, rank * rows, rows});
         out = task->compute_loss(model, batch);
       }
       sync();
@@ -289,6 +308,8 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   j["step_s"] = step_s;
   j["device"] = device.str();
   j["precision"] = o.precision;
+  j["dropout"] = o.dropout;
+  j["dropout_rng"] = o.dropout_rng;
   j["tokens_per_second"] = static_cast<double>(o.batch * o.seq) / step_s;
   j["sequences_per_second"] = static_cast<double>(o.batch) / step_s;
   j["peak_rss_mb"] = peak_rss_mb();

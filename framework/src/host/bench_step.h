@@ -32,6 +32,9 @@ struct StepBenchOptions {
   std::string device = "cpu";      ///< cpu, cuda, cuda:N (every replica on it)
   std::string precision = "fp32";  ///< fp32 | bf16 | fp16: the forward pass under autocast
   bool tf32 = false;               ///< TF32 for fp32 matrix products on CUDA
+  double dropout = 0.1;            ///< hidden and attention-probability dropout (BERT's 0.1)
+  /// per_example | replica | both ([model] dropout_rng); both: one line per mode, same run
+  std::string dropout_rng = "per_example";
 };
 
 /// Prints one JSON line: step_s (median), tokens_per_second, sequences_per_second, peak_rss_mb,

@@ -5,6 +5,7 @@
 #include <bertlab/grad.h>
 #include <bertlab/io/atomic_file.h>
 #include <bertlab/log.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <fstream>
@@ -76,20 +77,147 @@ void accumulate(Difference& d, const std::string& name, const at::Tensor& a, con
   d.close = d.close && (diff <= atol + rtol * b.abs()).all().item<bool>();
 }
 
+/// How a variant splits the step's global batch: replicas × micro-batches.
+struct Split {
+  int64_t replicas = 1;
+  int64_t accumulation = 1;
+  bool operator==(const Split& o) const {
+    return replicas == o.replicas && accumulation == o.accumulation;
+  }
+};
+
+Split split_of(const ResolvedVariant& v) {
+  return {v.strategy_host.get_int("replicas"), v.train.get_int("gradient_accumulation_steps")};
+}
+
+std::string describe_split(const Split& s) {
+  std::string out = fmt::format("{} replica{}", s.replicas, s.replicas == 1 ? "" : "s");
+  if (s.accumulation > 1) out += fmt::format(" × {} micro-batches", s.accumulation);
+  return out;
+}
+
+/// The effective value of every declared key of a section.
+std::map<std::string, std::string> effective(const ConfigView& view) {
+  std::map<std::string, std::string> out;
+  for (const auto& d : view.declarations()) {
+    auto it = view.values().find(d.key);
+    if (it != view.values().end()) {
+      out[d.key] = format_value(it->second);
+    } else if (d.default_value) {
+      out[d.key] = format_value(*d.default_value);
+    }
+  }
+  return out;
+}
+
+/// "section.key a vs b" for the keys whose values differ.
+void differing_keys(const std::string& section, const std::map<std::string, std::string>& mine,
+                    const std::map<std::string, std::string>& theirs,
+                    const std::set<std::string>& skip, std::vector<std::string>& out) {
+  std::set<std::string> keys;
+  for (const auto& [k, v] : mine) keys.insert(k);
+  for (const auto& [k, v] : theirs) keys.insert(k);
+  for (const auto& k : keys) {
+    if (skip.count(k) != 0) continue;
+    const auto a = mine.find(k);
+    const auto b = theirs.find(k);
+    const std::string va = a == mine.end() ? "(unset)" : a->second;
+    const std::string vb = b == theirs.end() ? "(unset)" : b->second;
+    if (va != vb) out.push_back(fmt::format("{}.{} = {} (reference {})", section, k, va, vb));
+  }
+}
+
+/// What besides gradient averaging makes `v` compute another update than the reference: the
+/// likely causes of a difference, most likely first. Empty when only the averaging differs.
+std::vector<std::string> causes_of_difference(const ResolvedVariant& v,
+                                              const ResolvedVariant& ref) {
+  std::vector<std::string> causes;
+  if (&v == &ref || v.name == ref.name) return causes;
+  const Split mine = split_of(v);
+  const Split theirs = split_of(ref);
+  // Dropout drawn per replica: an example's masks depend on who computes it.
+  for (const ResolvedVariant* side : {&v, &ref}) {
+    const double p = std::max(side->bert_config.hidden_dropout_prob,
+                              side->bert_config.attention_probs_dropout_prob);
+    if (side->model.get_string("dropout_rng") == "replica" && p > 0 && !(mine == theirs)) {
+      causes.push_back(fmt::format(
+          "dropout_rng = \"replica\" with dropout {}{}: masks differ by replica count ({} vs "
+          "{}); use \"per_example\"",
+          format_value(p), side == &ref ? " in the reference" : "", describe_split(mine),
+          describe_split(theirs)));
+      break;
+    }
+  }
+  if (v.train.get_string("precision") != ref.train.get_string("precision")) {
+    causes.push_back(fmt::format("precision {} (reference {})", v.train.get_string("precision"),
+                                 ref.train.get_string("precision")));
+  }
+  if (v.experiment.get_int("seed") != ref.experiment.get_int("seed")) {
+    causes.push_back(
+        fmt::format("seed {} (reference {}): other initialization, data order and dropout masks",
+                    v.experiment.get_int("seed"), ref.experiment.get_int("seed")));
+  }
+  const int64_t batch = v.train.get_int("train_batch_size") * mine.accumulation;
+  const int64_t ref_batch = ref.train.get_int("train_batch_size") * theirs.accumulation;
+  if (batch != ref_batch) {
+    causes.push_back(fmt::format("global batch {} examples (reference {})", batch, ref_batch));
+  }
+  // A loss normalized over each replica's own share (pretraining's masked LM per replica)
+  // depends on how the batch is split.
+  for (const ResolvedVariant* side : {&v, &ref}) {
+    if (side->strategy_host.get_string("loss_normalization") == "per_replica" &&
+        !(mine == theirs)) {
+      causes.push_back(fmt::format(
+          "loss_normalization = \"per_replica\"{}: a token-weighted loss (the masked LM) is "
+          "normalized by each replica's own tokens, so the split ({} vs {}) changes it",
+          side == &ref ? " in the reference" : "", describe_split(mine), describe_split(theirs)));
+      break;
+    }
+  }
+  // Anything else that changes the computation.
+  std::vector<std::string> other;
+  {
+    std::map<std::string, std::string> a, b;
+    const nlohmann::json mine_json = nlohmann::json::parse(v.bert_config.to_json());
+    const nlohmann::json theirs_json = nlohmann::json::parse(ref.bert_config.to_json());
+    for (const auto& [k, val] : mine_json.items()) a[k] = val.dump();
+    for (const auto& [k, val] : theirs_json.items()) b[k] = val.dump();
+    differing_keys("model", a, b, {}, other);
+  }
+  differing_keys("model", effective(v.model), effective(ref.model),
+                 {"dropout_rng", "sparse_embeddings"}, other);
+  if (v.task.plugin != ref.task.plugin) {
+    other.push_back(fmt::format("task {} (reference {})", v.task.plugin, ref.task.plugin));
+  } else {
+    differing_keys("task", effective(v.task.options), effective(ref.task.options), {}, other);
+  }
+  if (v.optimizer.plugin != ref.optimizer.plugin) {
+    other.push_back(
+        fmt::format("optimizer {} (reference {})", v.optimizer.plugin, ref.optimizer.plugin));
+  } else {
+    differing_keys("optimizer", effective(v.optimizer.options), effective(ref.optimizer.options),
+                   {}, other);
+  }
+  causes.insert(causes.end(), other.begin(), other.end());
+  return causes;
+}
+
 struct Row {
   std::string variant;
   std::string expect;
   Difference dense_grad, sparse_grad, params;
-  double embedding_ratio = NAN;  ///< ||g_emb|| / ||g_emb of the reference|| at step 1
+  double embedding_ratio = NAN;     ///< ||g_emb|| / ||g_emb of the reference|| at step 1
+  std::vector<std::string> causes;  ///< besides averaging, what makes it differ (likeliest first)
   bool match = false;
   bool pass = false;
 };
 
 Row compare(const std::string& name, const ResolvedVariant& variant, const Trace& t,
-            const Trace& ref) {
+            const Trace& ref, std::vector<std::string> causes) {
   Row row;
   row.variant = name;
   row.expect = variant.expect;
+  row.causes = std::move(causes);
   std::set<std::string> sparse = t.sparse_names;
   sparse.insert(ref.sparse_names.begin(), ref.sparse_names.end());
   const size_t steps = std::min(t.grads.size(), ref.grads.size());
@@ -145,8 +273,17 @@ std::string table_markdown(const ResolvedExperiment& experiment, const std::vect
         sci(r.dense_grad.max_abs), sci(r.sparse_grad.max_abs), sci(grad_rel), sci(r.params.max_abs),
         sci(r.params.max_rel), r.params.max_abs == 0 ? "-" : r.params.where,
         std::isnan(r.embedding_ratio) ? "n/a" : fmt::format("{:.4f}", r.embedding_ratio),
-        r.pass ? "PASS" : "FAIL");
+        r.pass ? "PASS"
+               : (r.causes.empty() || r.match ? std::string("FAIL")
+                                              : "FAIL: likely " + r.causes.front()));
   }
+  std::string notes;
+  for (const auto& r : rows) {
+    if (r.causes.empty()) continue;
+    notes += fmt::format("- `{}`, besides the averaging, differs from the reference in: {}.\n",
+                         r.variant, fmt::join(r.causes, "; "));
+  }
+  if (!notes.empty()) out += "\nNotes:\n\n" + notes;
   return out;
 }
 
@@ -229,6 +366,21 @@ std::vector<std::string> compare_baseline(const nlohmann::json& baseline,
 
 int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& options) {
   BERTLAB_CHECK_AS(ConfigError, options.steps >= 1, "--steps: must be >= 1, got {}", options.steps);
+  // Before training: what besides averaging can make a variant differ from the reference.
+  const ResolvedVariant* reference = nullptr;
+  for (const auto& v : experiment.variants) {
+    if (v.name == experiment.reference) reference = &v;
+  }
+  std::map<std::string, std::vector<std::string>> causes;
+  for (const auto& v : experiment.variants) {
+    if (reference == nullptr) break;
+    causes[v.name] = causes_of_difference(v, *reference);
+    if (!causes[v.name].empty() && !is_secondary_process()) {
+      log_info("gradcheck",
+               "variant '{}', besides the averaging, differs from the reference '{}' in: {}",
+               v.name, reference->name, fmt::join(causes[v.name], "; "));
+    }
+  }
   std::map<std::string, Trace> traces;
   for (const auto& v : experiment.variants) {
     log_info("train", "gradcheck: variant '{}', {} steps", v.name, options.steps);
@@ -245,7 +397,7 @@ int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& 
   }
   std::vector<Row> rows;
   for (const auto& v : experiment.variants) {
-    rows.push_back(compare(v.name, v, traces.at(v.name), ref_it->second));
+    rows.push_back(compare(v.name, v, traces.at(v.name), ref_it->second, causes[v.name]));
   }
 
   const fs::path dir = experiment.output_dir / experiment.name;
@@ -263,6 +415,7 @@ int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& 
     j["embedding_grad_ratio"] = std::isnan(r.embedding_ratio)
                                     ? nlohmann::ordered_json(nullptr)
                                     : nlohmann::ordered_json(r.embedding_ratio);
+    j["causes"] = r.causes;
     j["match"] = r.match;
     j["result"] = r.pass ? "PASS" : "FAIL";
     json["variants"][r.variant] = j;

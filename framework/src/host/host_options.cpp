@@ -28,6 +28,12 @@ std::vector<OptionDecl> model_options() {
       bool_option("do_lower_case", true, "lower-case and strip accents before WordPiece"),
       bool_option("sparse_embeddings", false,
                   "word-embedding gradient as sparse rows (indices + values)"),
+      string_option("dropout_rng", "per_example",
+                    "how dropout masks are drawn in training: per_example (a function of the "
+                    "seed, the step, the example's place in the global batch and the site: the "
+                    "same for any number of replicas, processes or micro-batches) or replica "
+                    "(each replica its own generator, as DDP and Horovod)")
+          .one_of({"per_example", "replica"}),
       checkpoint_option("init_checkpoint",
                         "initial weights: Google TF checkpoint (bert_model.ckpt), "
                         "pytorch_model.bin or .safetensors; empty: random initialization"),

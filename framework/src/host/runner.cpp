@@ -169,6 +169,7 @@ struct TrainLoop {
   int64_t num_examples = 0;
   int64_t batch_size = 0;                 ///< examples per optimizer step (all micro-batches)
   int64_t accumulation = 1;               ///< micro-batches per optimizer step
+  bool per_example_dropout = true;        ///< [model] dropout_rng = "per_example"
   bool global_loss_normalization = true;  ///< [strategy] loss_normalization = "global"
   int64_t num_train_steps = 0;
   int64_t log_every = 1;
@@ -384,6 +385,13 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
       const Batch& batch = micro_batches[m];
       at::Tensor objective;
       {
+        // Per-example masks: keyed by the example's place in the step's global batch.
+        std::optional<PerExampleDropoutScope> masks;
+        if (loop.per_example_dropout) {
+          const int64_t examples = batch.empty() ? shard : batch.begin()->second.size(0);
+          masks.emplace(DropoutKey{loop.seed, step, static_cast<int64_t>(m) * micro + rank * shard,
+                                   examples});
+        }
         // The forward pass only: backward runs outside autocast, as torch.autocast advises.
         AutocastScope autocast(autocast_dtype, loop.device);
         LossOutput out = loop.task->compute_loss(model, batch);
@@ -889,6 +897,7 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   loop.num_examples = num_examples;
   loop.batch_size = batch_size;
   loop.accumulation = accumulation;
+  loop.per_example_dropout = variant.model.get_string("dropout_rng") == "per_example";
   loop.global_loss_normalization =
       variant.strategy_host.get_string("loss_normalization") == "global";
   loop.num_train_steps = num_train_steps;
