@@ -47,7 +47,7 @@ if BUILD_DIR="$build" JOBS=${JOBS:-$(nproc)} \
 
   stage "CUDA tests: communicator (NCCL), config, precision"
   ctest --test-dir "$build" --output-on-failure -j 4 \
-    -R "Communicator|ExperimentConfig|Precision|GradientAveraging" || failed+=(ctest)
+    -R "Communicator|ExperimentConfig|Precision|GradientAveraging|DropoutMask" || failed+=(ctest)
 
   stage "gradcheck on the GPU: mirrored and bf16 against fp32 on cuda"
   "$bin" gradcheck experiments/mixed-precision.toml --set strategy.device=cuda \
@@ -55,6 +55,12 @@ if BUILD_DIR="$build" JOBS=${JOBS:-$(nproc)} \
   "$bin" gradcheck experiments/gradient-averaging.toml --set strategy.device=cuda \
     --variant single --variant mirrored-2 --variant sparse-allgather-2 \
     --output-dir "$out/gradcheck" || failed+=(gradcheck-averaging)
+
+  stage "dropout masks on the GPU: per-example against replica, BERT-Base 32 x 128"
+  line=$("$bin" bench step --hidden_size 768 --num_hidden_layers 12 --num_attention_heads 12 \
+    --intermediate_size 3072 --batch 32 --seq 128 --steps 10 --device cuda --precision bf16 \
+    --dropout 0.1 --dropout_rng both) && echo "$line" | tee -a "$results" ||
+    failed+=(bench-dropout)
 
   stage "step benchmarks: BERT-Base, SQuAD 32 x 384 and pretraining-size 64 x 128"
   base="--hidden_size 768 --num_hidden_layers 12 --num_attention_heads 12 --intermediate_size 3072"

@@ -77,6 +77,35 @@ TEST(DropoutMask, DropoutInAScopeNumbersItsSitesAndEvalDrawsNothing) {
   EXPECT_THROW(bertlab::dropout(at::ones({3, 8}), 0.1, true), std::exception);
 }
 
+// The tensor-operation form (how CUDA tensors get their masks) gives the bits of the Philox
+// engine, here on the CPU: sizes that are not multiples of 4, a seed using all 64 bits, a late
+// step and example.
+TEST(DropoutMask, TensorOperationsGiveThePhiloxEnginesBits) {
+  const DropoutKey keys[] = {key(0, 3), key(4, 2, 7, 0xfedcba9876543210ULL),
+                             key(100000, 1, 123456, 1)};
+  for (const DropoutKey& k : keys) {
+    for (const double p : {0.1, 0.5, 0.9}) {
+      for (const std::vector<int64_t>& per : {std::vector<int64_t>{5, 7}, {1}, {2, 3, 4}}) {
+        std::vector<int64_t> shape = {k.examples};
+        shape.insert(shape.end(), per.begin(), per.end());
+        const at::Tensor engine = per_example_dropout_mask(k, 5, shape, p);
+        const at::Tensor ops = per_example_dropout_mask_by_tensor_ops(k, 5, shape, p, at::kCPU);
+        EXPECT_TRUE(at::equal(engine, ops)) << "seed " << k.seed << " p " << p << " " << shape;
+      }
+    }
+  }
+}
+
+// With a GPU (scripts/gpu-check.sh): dropout of a CUDA tensor inside a scope uses the CPU's
+// masks bit for bit.
+TEST(DropoutMask, CudaMasksAreTheCpuMasksBitForBit) {
+  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  const at::Tensor x = at::ones({4, 2, 33, 33});
+  PerExampleDropoutScope scope(key(8, 4));
+  const at::Tensor on_device = bertlab::dropout(x.to(at::kCUDA), 0.1, true).cpu();
+  EXPECT_TRUE(at::equal(on_device, per_example_dropout_mask(key(8, 4), 0, x.sizes(), 0.1)));
+}
+
 // Runs gradcheck of the task's dropout experiment on the thread-rank variants; every variant
 // meets its expectation, and the per-replica masks are named as the cause of their difference.
 void expect_thread_ranks_match(const std::string& task) {

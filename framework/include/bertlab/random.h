@@ -75,10 +75,18 @@ PerExampleDropoutScope* per_example_dropout_scope();
 at::Tensor per_example_dropout_mask(const DropoutKey& key, int64_t site, c10::IntArrayRef shape,
                                     double p);
 
+/// The same mask computed with tensor operations on `device` (integer arithmetic only, so the
+/// bits are those of per_example_dropout_mask on any device): how CUDA tensors get their masks.
+/// Float32 on `device`.
+at::Tensor per_example_dropout_mask_by_tensor_ops(const DropoutKey& key, int64_t site,
+                                                  c10::IntArrayRef shape, double p,
+                                                  c10::Device device);
+
 /// Inverted dropout, as at::dropout on the CPU (the same draws in the same order: with the
 /// default generator the results are bit-identical), drawing from replica_generator(). The
 /// identity when `train` is false or `p` is 0. Inside a PerExampleDropoutScope the mask is
-/// per_example_dropout_mask() of the next site instead, on any device. Otherwise tensors on
+/// per_example_dropout_mask() of the next site instead, on any device (made on the device by
+/// per_example_dropout_mask_by_tensor_ops). Otherwise tensors on
 /// other devices use at::dropout (their device's default generator).
 at::Tensor dropout(const at::Tensor& x, double p, bool train);
 
