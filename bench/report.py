@@ -33,6 +33,20 @@ def row_key(line):
 STEPS = "## Training steps (median over the repetitions)"
 
 
+BY_HAND = "## Recorded by hand"
+
+
+def by_hand(previous_path):
+    """The hand-recorded section of the previous results.md, from its heading to the end: no run
+    produces it, so every run carries it over."""
+    if not previous_path or not os.path.exists(previous_path):
+        return []
+    previous = open(previous_path, encoding="utf-8").read().rstrip("\n").split("\n")
+    if BY_HAND not in previous:
+        return []
+    return [""] + previous[previous.index(BY_HAND):]
+
+
 def merge(lines, previous_path, rerun):
     """Lines of results.md with what this run did not rerun taken from the previous results.md:
     rows of the targets table (their first cell starts with the date of their run), rows of the
@@ -40,6 +54,8 @@ def merge(lines, previous_path, rerun):
     if not previous_path or not os.path.exists(previous_path):
         return lines
     previous = open(previous_path, encoding="utf-8").read().rstrip("\n").split("\n")
+    if BY_HAND in previous:
+        previous = previous[:previous.index(BY_HAND)]
     if STEPS not in previous:
         return lines
     when = (previous[0].split("(", 1)[1].split(")")[0].split(";")[0]
@@ -256,9 +272,10 @@ def main():
         f"{g:.1f} GFLOP/s at {t} thread(s)" for t, g in sorted(gemm.items())))
     rerun = open(os.path.join(out, "rows"), encoding="utf-8").read().split() if os.path.exists(
         os.path.join(out, "rows")) else []
+    previous = sys.argv[2] if len(sys.argv) > 2 else None
     if rerun:
-        lines = merge(lines, sys.argv[2] if len(sys.argv) > 2 else None, rerun)
-    print("\n".join(lines))
+        lines = merge(lines, previous, rerun)
+    print("\n".join(lines + by_hand(previous)))
 
 
 if __name__ == "__main__":

@@ -46,7 +46,7 @@ if(NOT TARGET bertlab::torch)
   add_library(bertlab::torch ALIAS bertlab_torch)
 endif()
 
-# CUDA/NCCL code (framework/src/**/cuda/) compiles only against a libtorch built with CUDA.
+# CUDA/NCCL code (framework/host/**/cuda/) compiles only against a libtorch built with CUDA.
 set(BERTLAB_WITH_CUDA OFF)
 if(TARGET torch_cuda OR CAFFE2_USE_CUDA)
   set(BERTLAB_WITH_CUDA ON)

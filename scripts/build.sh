@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds bertlab (Release) into ${BUILD_DIR:-build}; arguments go to
-# `cmake --build` (e.g. --target NAME).
+# Configures and builds bertlab (Release) into ${BUILD_DIR:-build}, with the tests unless
+# BERTLAB_BUILD_TESTS=OFF; arguments go to `cmake --build` (e.g. --target NAME).
 #   $BUILD_DIR/bin/bertlab                   the executable
 #   $BUILD_DIR/lib/bertlab/plugins/*.so      the in-tree plugins, found relative to it
 set -euo pipefail
@@ -19,9 +19,13 @@ if command -v ccache >/dev/null 2>&1; then
   export CCACHE_NOHASHDIR=1
 fi
 
-if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
+# BERTLAB_BUILD_TESTS=OFF builds bertlab and its plugins only (scripts/quickstart.sh); a build
+# folder configured that way is configured again, with the tests, by the next build that wants them.
+tests=${BERTLAB_BUILD_TESTS:-ON}
+cache="$build_dir/CMakeCache.txt"
+if [[ ! -f "$cache" ]] || ! grep -qx "BERTLAB_BUILD_TESTS:BOOL=$tests" "$cache"; then
   cmake -S "$root" -B "$build_dir" "${generator[@]}" "${launcher[@]}" \
-    -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" ${CMAKE_ARGS:-}
+    -DCMAKE_BUILD_TYPE="${BUILD_TYPE:-Release}" -DBERTLAB_BUILD_TESTS="$tests" ${CMAKE_ARGS:-}
 fi
 cmake --build "$build_dir" --parallel "${JOBS:-$(nproc)}" "$@"
 echo "[build] bertlab built: $build_dir/bin/bertlab"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Compiles the CUDA-only sources (framework/src/**/cuda/*.cpp) for syntax against this machine's
+# Compiles the CUDA-only sources (framework/host/**/cuda/*.cpp) for syntax against this machine's
 # libtorch headers and CUDA toolkit, so a CPU-only build still catches a broken NCCL/CUDA path
 # (against libtorch 1.13's c10d API; scripts/gpu-check.sh builds them for real against 2.x).
 # Skipped, with a line saying so, when no CUDA toolkit is installed.
@@ -13,12 +13,12 @@ if [[ ! -f $cuda_include/cuda_runtime_api.h || ! -f $cuda_include/nccl.h ]]; the
   echo "[cuda-check] no CUDA toolkit with NCCL at $cuda_include; CUDA sources not checked"
   exit 0
 fi
-mapfile -t sources < <(git ls-files 'framework/src/**/cuda/*.cpp' 'framework/src/*/cuda/*.cpp' | sort -u)
-# The flags libbertlab's own sources build with (defines, include folders, standard).
+mapfile -t sources < <(git ls-files 'framework/host/**/cuda/*.cpp' 'framework/host/*/cuda/*.cpp' | sort -u)
+# The flags libbertlab_host's sources build with (defines, include folders, standard).
 mapfile -t flags < <(python3 - "$build_dir/compile_commands.json" <<'PY'
 import json, shlex, sys
 for entry in json.load(open(sys.argv[1])):
-    if entry["file"].endswith("framework/src/comm/gloo_communicator.cpp"):
+    if entry["file"].endswith("framework/host/comm/gloo_communicator.cpp"):
         args = shlex.split(entry["command"])
         keep, skip = [], False
         for a in args[1:]:
@@ -31,7 +31,7 @@ for entry in json.load(open(sys.argv[1])):
 PY
 )
 if ((${#flags[@]} == 0)); then
-  echo "[cuda-check] $build_dir/compile_commands.json has no libbertlab entry; build first" >&2
+  echo "[cuda-check] $build_dir/compile_commands.json has no libbertlab_host entry; build first" >&2
   exit 1
 fi
 for src in "${sources[@]}"; do

@@ -4,8 +4,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-bash scripts/setup-deps.sh
-bash scripts/build.sh
+# Only what the experiment needs: bertlab and its plugins (scripts/test.sh adds the tests and
+# their packages).
+bash scripts/setup-deps.sh --run
+BERTLAB_BUILD_TESTS=OFF bash scripts/build.sh
 build_dir=${BUILD_DIR:-build}
 "$build_dir/bin/bertlab" run experiments/quickstart.toml --output-dir runs "$@"
 echo

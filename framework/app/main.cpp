@@ -12,19 +12,19 @@
 #include <cstring>
 #include <iostream>
 
-#include "host/bench_comm.h"
-#include "host/bench_step.h"
-#include "host/compare.h"
-#include "host/describe.h"
-#include "host/experiment.h"
-#include "host/gradcheck.h"
-#include "host/host_options.h"
-#include "host/inspect.h"
-#include "host/launch.h"
-#include "host/plugin_host.h"
-#include "host/runner.h"
-#include "host/threads.h"
-#include "text/tokenize_command.h"
+#include "commands/bench_comm.h"
+#include "commands/bench_step.h"
+#include "commands/describe.h"
+#include "commands/gradcheck.h"
+#include "commands/inspect.h"
+#include "commands/launch.h"
+#include "commands/tokenize_command.h"
+#include "config/experiment.h"
+#include "config/host_options.h"
+#include "report/compare.h"
+#include "runtime/plugin_host.h"
+#include "runtime/threads.h"
+#include "train/runner.h"
 
 namespace fs = std::filesystem;
 

@@ -1,9 +1,9 @@
 // Experiment files: TOML parsing, variants, and validation of every key against the real
 // plugins' declarations (loaded once from the build's plugin folder), as `bertlab validate`.
 
+#include "config/experiment.h"
 #include "fuzz_util.h"
-#include "host/experiment.h"
-#include "host/plugin_host.h"
+#include "runtime/plugin_host.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bertlab;

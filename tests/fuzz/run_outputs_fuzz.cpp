@@ -6,8 +6,8 @@
 #include <filesystem>
 
 #include "fuzz_util.h"
-#include "host/report.h"
-#include "host/run_outputs.h"
+#include "report/report.h"
+#include "report/run_outputs.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace bertlab;

@@ -4,8 +4,8 @@
 #include <bertlab/error.h>
 #include <gtest/gtest.h>
 
-#include "host/experiment.h"
-#include "host/plugin_host.h"
+#include "config/experiment.h"
+#include "runtime/plugin_host.h"
 #include "test_util.h"
 
 namespace bertlab {

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "host/precision.h"
 #include "test_util.h"
+#include "train/precision.h"
 
 namespace bertlab {
 namespace {

@@ -15,7 +15,7 @@
 #include "create_data.h"
 #include "py_random.h"
 #include "test_util.h"
-#include "tfrecord.h"
+#include "tf_example.h"
 
 namespace bertlab::pretrain {
 namespace {

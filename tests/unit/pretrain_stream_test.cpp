@@ -15,7 +15,7 @@
 #include "instance_reader.h"
 #include "instance_stream.h"
 #include "test_util.h"
-#include "tfrecord.h"
+#include "tf_example.h"
 
 namespace bertlab::pretrain {
 namespace {

@@ -16,8 +16,8 @@
 
 #include "bertlab/error.h"
 #include "comm/gloo_binding.h"
-#include "host/process_rank.h"
-#include "host/slurm.h"
+#include "runtime/process_rank.h"
+#include "runtime/slurm.h"
 #include "test_util.h"
 
 namespace bertlab {

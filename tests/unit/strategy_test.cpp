@@ -14,8 +14,8 @@
 
 #include "comm/gloo_communicator.h"
 #include "comm/nccl_communicator.h"
-#include "host/plugin_host.h"
-#include "host/registry.h"
+#include "runtime/plugin_host.h"
+#include "runtime/registry.h"
 #include "test_util.h"
 
 namespace bertlab {

@@ -8,8 +8,8 @@
 #include <limits>
 #include <regex>
 
-#include "host/run_outputs.h"
-#include "host/svg_plot.h"
+#include "report/run_outputs.h"
+#include "report/svg_plot.h"
 
 namespace bertlab {
 namespace {

@@ -1,6 +1,6 @@
 #include "test_util.h"
 
-#include "host/plugin_host.h"
+#include "runtime/plugin_host.h"
 
 #include <sys/resource.h>
 #include <sys/wait.h>

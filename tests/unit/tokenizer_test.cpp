@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "commands/tokenize_command.h"
 #include "test_util.h"
-#include "text/tokenize_command.h"
 
 namespace bertlab {
 namespace {

@@ -1,7 +1,8 @@
 #pragma once
 // A distribution strategy: how the replicas' local gradients become one averaged gradient.
 // The host runs one training loop per rank (threads in one process, or processes) and calls
-// the strategy on every rank with that rank's communicator; see DESIGN.md "One training step".
+// the strategy on every rank with that rank's communicator; see docs/architecture.md, "One
+// training step".
 
 namespace bertlab {
 

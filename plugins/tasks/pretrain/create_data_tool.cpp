@@ -15,7 +15,7 @@
 #include "create_data.h"
 #include "pretrain_tools.h"
 #include "py_random.h"
-#include "tfrecord.h"
+#include "tf_example.h"
 
 namespace bertlab::pretrain {
 
@@ -121,7 +121,7 @@ class InstanceSink {
  public:
   explicit InstanceSink(const std::string& name) {
     if (is_jsonl(name)) {
-      jsonl_ = std::make_unique<PartialFile>(name);
+      jsonl_ = std::make_unique<AtomicFile>(name);
     } else {
       records_ = std::make_unique<TfRecordWriter>(name);
     }
@@ -135,14 +135,14 @@ class InstanceSink {
   }
   void close() {
     if (jsonl_) {
-      jsonl_->close();
+      jsonl_->commit();
     } else {
       records_->close();
     }
   }
 
  private:
-  std::unique_ptr<PartialFile> jsonl_;
+  std::unique_ptr<AtomicFile> jsonl_;
   std::unique_ptr<TfRecordWriter> records_;
 };
 

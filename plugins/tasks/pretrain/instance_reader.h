@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "create_data.h"
-#include "tfrecord.h"
+#include "tf_example.h"
 
 namespace bertlab::pretrain {
 

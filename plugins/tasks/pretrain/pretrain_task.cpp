@@ -6,6 +6,7 @@
 #include <bertlab/error.h>
 #include <bertlab/log.h>
 #include <bertlab/model/bert.h>
+#include <bertlab/task_helpers.h>
 #include <fmt/format.h>
 
 #include <fstream>
@@ -14,7 +15,7 @@
 
 #include "instance_stream.h"
 #include "pretrain_model.h"
-#include "tfrecord.h"
+#include "tf_example.h"
 
 namespace bertlab::pretrain {
 
@@ -60,10 +61,11 @@ PretrainModelImpl& pretrain_model(torch::nn::Module& model) {
 
 PretrainLosses forward_losses(PretrainModelImpl& model, const Batch& batch) {
   const PretrainLogits logits =
-      model.forward(batch.at("input_ids"), batch.at("segment_ids"), batch.at("input_mask"),
-                    batch.at("masked_lm_positions"));
-  return pretrain_losses(logits, batch.at("masked_lm_ids"), batch.at("masked_lm_weights"),
-                         batch.at("next_sentence_labels"));
+      model.forward(batch_tensor(batch, "input_ids"), batch_tensor(batch, "segment_ids"),
+                    batch_tensor(batch, "input_mask"), batch_tensor(batch, "masked_lm_positions"));
+  return pretrain_losses(logits, batch_tensor(batch, "masked_lm_ids"),
+                         batch_tensor(batch, "masked_lm_weights"),
+                         batch_tensor(batch, "next_sentence_labels"));
 }
 
 }  // namespace
@@ -120,18 +122,17 @@ LossOutput PretrainTask::compute_loss(torch::nn::Module& model, const Batch& bat
   LossOutput out;
   out.loss = losses.next_sentence_mean;
   out.weighted_loss_sum = losses.masked_lm_sum;
-  out.num_examples = batch.at("input_ids").size(0);
+  out.num_examples = batch_tensor(batch, "input_ids").size(0);
   return out;
 }
 
 double PretrainTask::loss_weight(const Batch& batch) const {
-  return batch.at("masked_lm_weights").sum().item<double>();
+  return batch_tensor(batch, "masked_lm_weights").sum().item<double>();
 }
 
 Metrics PretrainTask::evaluate(torch::nn::Module& model, const EvalContext& ctx) const {
   PretrainModelImpl& m = pretrain_model(model);
-  const bool was_training = m.is_training();
-  m.eval();
+  const EvalModeScope eval_mode(m);
   const at::NoGradGuard no_grad;
   PretrainMetrics metrics;
   // Streaming: the first max_eval_steps batches of eval_file (or input_file), read now.
@@ -151,15 +152,15 @@ Metrics PretrainTask::evaluate(torch::nn::Module& model, const EvalContext& ctx)
     }
     const Batch batch = collate(eval, indices, ctx.device);
     const PretrainLogits logits =
-        m.forward(batch.at("input_ids"), batch.at("segment_ids"), batch.at("input_mask"),
-                  batch.at("masked_lm_positions"));
-    const PretrainLosses losses =
-        pretrain_losses(logits, batch.at("masked_lm_ids"), batch.at("masked_lm_weights"),
-                        batch.at("next_sentence_labels"));
-    metrics.add(logits, losses, batch.at("masked_lm_ids"), batch.at("masked_lm_weights"),
-                batch.at("next_sentence_labels"));
+        m.forward(batch_tensor(batch, "input_ids"), batch_tensor(batch, "segment_ids"),
+                  batch_tensor(batch, "input_mask"), batch_tensor(batch, "masked_lm_positions"));
+    const PretrainLosses losses = pretrain_losses(logits, batch_tensor(batch, "masked_lm_ids"),
+                                                  batch_tensor(batch, "masked_lm_weights"),
+                                                  batch_tensor(batch, "next_sentence_labels"));
+    metrics.add(logits, losses, batch_tensor(batch, "masked_lm_ids"),
+                batch_tensor(batch, "masked_lm_weights"),
+                batch_tensor(batch, "next_sentence_labels"));
   }
-  if (was_training) m.train();
   return {{"masked_lm_accuracy", metrics.masked_lm_accuracy()},
           {"masked_lm_loss", metrics.masked_lm_loss()},
           {"next_sentence_accuracy", metrics.next_sentence_accuracy()},

@@ -5,6 +5,7 @@
 #include <bertlab/error.h>
 #include <bertlab/log.h>
 #include <bertlab/model/bert.h>
+#include <bertlab/task_helpers.h>
 #include <bertlab/text/tokenizer.h>
 
 #include <algorithm>
@@ -28,29 +29,6 @@ SquadModelImpl& as_squad_model(torch::nn::Module& model) {
                 model.name());
   return *squad;
 }
-
-const at::Tensor& batch_tensor(const Batch& batch, const std::string& name) {
-  const auto it = batch.find(name);
-  BERTLAB_CHECK(it != batch.end(), "the batch has no \"{}\" tensor; make it with make_train_batch",
-                name);
-  return it->second;
-}
-
-/// Puts a module in eval mode and gives it back its previous mode on scope exit.
-class EvalModeScope {
- public:
-  explicit EvalModeScope(torch::nn::Module& module)
-      : module_(module), was_training_(module.is_training()) {
-    module_.eval();
-  }
-  ~EvalModeScope() { module_.train(was_training_); }
-  EvalModeScope(const EvalModeScope&) = delete;
-  EvalModeScope& operator=(const EvalModeScope&) = delete;
-
- private:
-  torch::nn::Module& module_;
-  bool was_training_;
-};
 
 /// input_ids, input_mask, segment_ids of `features[indices]`, and the answer positions.
 Batch collate(const std::vector<SquadFeature>& features, const std::vector<int64_t>& indices,

@@ -3,6 +3,8 @@
 // (little-endian), the masked CRC-32C of those 8 bytes, the data, and the masked CRC-32C of the
 // data. Used by the pretrain task (tf.train.Example files) and by the TensorBoard event writer.
 
+#include <bertlab/io/atomic_file.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -15,34 +17,16 @@ namespace bertlab {
 /// The bytes of one framed record holding `data`.
 std::string frame_tfrecord(std::string_view data);
 
-/// A file written as NAME.partial and renamed to NAME by close(), so that an interrupted run
-/// never leaves a truncated NAME (nor replaces an earlier complete one).
-class PartialFile {
- public:
-  explicit PartialFile(std::filesystem::path path);
-  ~PartialFile();
-  PartialFile(const PartialFile&) = delete;
-  PartialFile& operator=(const PartialFile&) = delete;
-  void write(std::string_view bytes);
-  /// Flushes and renames; throws Error naming the file when writing failed.
-  void close();
-
- private:
-  std::filesystem::path path_;
-  std::filesystem::path temp_;
-  std::ofstream out_;
-  bool closed_ = false;
-};
-
-/// Writes framed records to a PartialFile.
+/// Writes framed records to NAME.partial; close() puts NAME in place (bertlab/io/atomic_file.h),
+/// so an interrupted run never leaves a truncated NAME nor replaces an earlier complete one.
 class TfRecordWriter {
  public:
   explicit TfRecordWriter(std::filesystem::path path) : file_(std::move(path)) {}
   void write(std::string_view record);
-  void close() { file_.close(); }
+  void close() { file_.commit(); }
 
  private:
-  PartialFile file_;
+  AtomicFile file_;
 };
 
 /// The records of a TFRecord file one at a time, from a byte offset (a record boundary).

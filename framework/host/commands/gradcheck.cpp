@@ -1,0 +1,468 @@
+// `bertlab gradcheck`: runs the variants on the same weights and batches and compares their
+// gradients and parameters with the reference variant's.
+
+#include "commands/gradcheck.h"
+
+#include <ATen/ATen.h>
+#include <bertlab/error.h>
+#include <bertlab/grad.h>
+#include <bertlab/io/atomic_file.h>
+#include <bertlab/log.h>
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "runtime/process_rank.h"
+#include "train/runner.h"
+
+namespace bertlab {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// What one variant did: per step its averaged gradient (dense form) and loss, then its
+/// parameters.
+struct Trace {
+  std::vector<std::map<std::string, at::Tensor>> grads;  // [step] name → dense gradient
+  std::set<std::string> sparse_names;                    // parameters with sparse gradients
+  std::vector<double> losses;                            // [step]
+  std::map<std::string, at::Tensor> params;
+};
+
+Trace record(const ResolvedExperiment& experiment, const ResolvedVariant& variant, int64_t steps) {
+  Trace trace;
+  RunHooks hooks;
+  hooks.max_steps = steps;
+  hooks.on_averaged = [&](int64_t, const GradientSet& grads) {
+    std::map<std::string, at::Tensor> step;
+    for (const auto& e : grads.entries()) {
+      if (e.is_sparse()) trace.sparse_names.insert(e.name);
+      step[e.name] = e.to_dense().detach().to(at::kCPU, at::kDouble).clone();
+    }
+    trace.grads.push_back(std::move(step));
+  };
+  hooks.on_loss = [&](int64_t, double loss) { trace.losses.push_back(loss); };
+  VariantResult result = run_variant(experiment, variant, hooks);
+  for (const auto& [name, t] : result.final_parameters) trace.params[name] = t.to(at::kDouble);
+  return trace;
+}
+
+/// Largest differences between two sets of tensors with the same names.
+struct Difference {
+  double max_abs = 0.0;
+  double max_ref = 0.0;  ///< max|b| over every tensor compared
+  double max_rel = 0.0;  ///< max|a-b| / max|b|, both over every tensor compared
+  std::string where;     ///< the tensor with the largest absolute difference
+  bool close = true;     ///< every element: |a-b| <= atol + rtol*|b|
+};
+
+void accumulate(Difference& d, const std::string& name, const at::Tensor& a, const at::Tensor& b,
+                double rtol, double atol) {
+  BERTLAB_CHECK(a.sizes().equals(b.sizes()),
+                "gradcheck: {} has {} elements here and {} in the reference", name, a.numel(),
+                b.numel());
+  const at::Tensor diff = (a - b).abs();
+  const double abs = diff.max().item<double>();
+  const double scale = b.abs().max().item<double>();
+  if (d.where.empty() || abs > d.max_abs) {
+    d.max_abs = abs;
+    d.where = name;
+  }
+  d.max_ref = std::max(d.max_ref, scale);
+  d.max_rel = d.max_ref > 0 ? d.max_abs / d.max_ref : (d.max_abs > 0 ? INFINITY : 0.0);
+  d.close = d.close && (diff <= atol + rtol * b.abs()).all().item<bool>();
+}
+
+/// How a variant splits the step's global batch: replicas × micro-batches.
+struct Split {
+  int64_t replicas = 1;
+  int64_t accumulation = 1;
+  bool operator==(const Split& o) const {
+    return replicas == o.replicas && accumulation == o.accumulation;
+  }
+};
+
+Split split_of(const ResolvedVariant& v) {
+  return {v.strategy_host.get_int("replicas"), v.train.get_int("gradient_accumulation_steps")};
+}
+
+std::string describe_split(const Split& s) {
+  std::string out = fmt::format("{} replica{}", s.replicas, s.replicas == 1 ? "" : "s");
+  if (s.accumulation > 1) out += fmt::format(" × {} micro-batches", s.accumulation);
+  return out;
+}
+
+/// The effective value of every declared key of a section.
+std::map<std::string, std::string> effective(const ConfigView& view) {
+  std::map<std::string, std::string> out;
+  for (const auto& d : view.declarations()) {
+    auto it = view.values().find(d.key);
+    if (it != view.values().end()) {
+      out[d.key] = format_value(it->second);
+    } else if (d.default_value) {
+      out[d.key] = format_value(*d.default_value);
+    }
+  }
+  return out;
+}
+
+/// "section.key a vs b" for the keys whose values differ.
+void differing_keys(const std::string& section, const std::map<std::string, std::string>& mine,
+                    const std::map<std::string, std::string>& theirs,
+                    const std::set<std::string>& skip, std::vector<std::string>& out) {
+  std::set<std::string> keys;
+  for (const auto& [k, v] : mine) keys.insert(k);
+  for (const auto& [k, v] : theirs) keys.insert(k);
+  for (const auto& k : keys) {
+    if (skip.count(k) != 0) continue;
+    const auto a = mine.find(k);
+    const auto b = theirs.find(k);
+    const std::string va = a == mine.end() ? "(unset)" : a->second;
+    const std::string vb = b == theirs.end() ? "(unset)" : b->second;
+    if (va != vb) out.push_back(fmt::format("{}.{} = {} (reference {})", section, k, va, vb));
+  }
+}
+
+/// What besides gradient averaging makes `v` compute another update than the reference: the
+/// likely causes of a difference, most likely first. Empty when only the averaging differs.
+std::vector<std::string> causes_of_difference(const ResolvedVariant& v,
+                                              const ResolvedVariant& ref) {
+  std::vector<std::string> causes;
+  if (&v == &ref || v.name == ref.name) return causes;
+  const Split mine = split_of(v);
+  const Split theirs = split_of(ref);
+  // Dropout drawn per replica: an example's masks depend on who computes it.
+  for (const ResolvedVariant* side : {&v, &ref}) {
+    const double p = std::max(side->bert_config.hidden_dropout_prob,
+                              side->bert_config.attention_probs_dropout_prob);
+    if (side->model.get_string("dropout_rng") == "replica" && p > 0 && !(mine == theirs)) {
+      causes.push_back(fmt::format(
+          "dropout_rng = \"replica\" with dropout {}{}: masks differ by replica count ({} vs "
+          "{}); use \"per_example\"",
+          format_value(p), side == &ref ? " in the reference" : "", describe_split(mine),
+          describe_split(theirs)));
+      break;
+    }
+  }
+  if (v.train.get_string("precision") != ref.train.get_string("precision")) {
+    causes.push_back(fmt::format("precision {} (reference {})", v.train.get_string("precision"),
+                                 ref.train.get_string("precision")));
+  }
+  if (v.experiment.get_int("seed") != ref.experiment.get_int("seed")) {
+    causes.push_back(
+        fmt::format("seed {} (reference {}): other initialization, data order and dropout masks",
+                    v.experiment.get_int("seed"), ref.experiment.get_int("seed")));
+  }
+  const int64_t batch = v.train.get_int("train_batch_size") * mine.accumulation;
+  const int64_t ref_batch = ref.train.get_int("train_batch_size") * theirs.accumulation;
+  if (batch != ref_batch) {
+    causes.push_back(fmt::format("global batch {} examples (reference {})", batch, ref_batch));
+  }
+  // A loss normalized over each replica's own share (pretraining's masked LM per replica)
+  // depends on how the batch is split.
+  for (const ResolvedVariant* side : {&v, &ref}) {
+    if (side->strategy_host.get_string("loss_normalization") == "per_replica" &&
+        !(mine == theirs)) {
+      causes.push_back(fmt::format(
+          "loss_normalization = \"per_replica\"{}: a token-weighted loss (the masked LM) is "
+          "normalized by each replica's own tokens, so the split ({} vs {}) changes it",
+          side == &ref ? " in the reference" : "", describe_split(mine), describe_split(theirs)));
+      break;
+    }
+  }
+  // Anything else that changes the computation.
+  std::vector<std::string> other;
+  {
+    std::map<std::string, std::string> a, b;
+    const nlohmann::json mine_json = nlohmann::json::parse(v.bert_config.to_json());
+    const nlohmann::json theirs_json = nlohmann::json::parse(ref.bert_config.to_json());
+    for (const auto& [k, val] : mine_json.items()) a[k] = val.dump();
+    for (const auto& [k, val] : theirs_json.items()) b[k] = val.dump();
+    differing_keys("model", a, b, {}, other);
+  }
+  differing_keys("model", effective(v.model), effective(ref.model),
+                 {"dropout_rng", "sparse_embeddings"}, other);
+  if (v.task.plugin != ref.task.plugin) {
+    other.push_back(fmt::format("task {} (reference {})", v.task.plugin, ref.task.plugin));
+  } else {
+    differing_keys("task", effective(v.task.options), effective(ref.task.options), {}, other);
+  }
+  if (v.optimizer.plugin != ref.optimizer.plugin) {
+    other.push_back(
+        fmt::format("optimizer {} (reference {})", v.optimizer.plugin, ref.optimizer.plugin));
+  } else {
+    differing_keys("optimizer", effective(v.optimizer.options), effective(ref.optimizer.options),
+                   {}, other);
+  }
+  causes.insert(causes.end(), other.begin(), other.end());
+  return causes;
+}
+
+struct Row {
+  std::string variant;
+  std::string expect;
+  Difference dense_grad, sparse_grad, params;
+  double embedding_ratio = NAN;     ///< ||g_emb|| / ||g_emb of the reference|| at step 1
+  std::vector<std::string> causes;  ///< besides averaging, what makes it differ (likeliest first)
+  bool match = false;
+  bool pass = false;
+};
+
+Row compare(const std::string& name, const ResolvedVariant& variant, const Trace& t,
+            const Trace& ref, std::vector<std::string> causes) {
+  Row row;
+  row.variant = name;
+  row.expect = variant.expect;
+  row.causes = std::move(causes);
+  std::set<std::string> sparse = t.sparse_names;
+  sparse.insert(ref.sparse_names.begin(), ref.sparse_names.end());
+  const size_t steps = std::min(t.grads.size(), ref.grads.size());
+  for (size_t s = 0; s < steps; ++s) {
+    for (const auto& [pname, g] : t.grads[s]) {
+      auto it = ref.grads[s].find(pname);
+      BERTLAB_CHECK(it != ref.grads[s].end(), "gradcheck: {} has no gradient in the reference",
+                    pname);
+      Difference& d = sparse.count(pname) ? row.sparse_grad : row.dense_grad;
+      accumulate(d, pname, g, it->second, variant.rtol, variant.atol);
+    }
+  }
+  for (const auto& [pname, p] : t.params) {
+    auto it = ref.params.find(pname);
+    BERTLAB_CHECK(it != ref.params.end(), "gradcheck: {} is not a parameter of the reference",
+                  pname);
+    accumulate(row.params, pname, p, it->second, variant.rtol, variant.atol);
+  }
+  if (!sparse.empty() && steps > 0) {
+    const std::string& emb = *sparse.begin();
+    const double mine = t.grads[0].at(emb).norm().item<double>();
+    const double theirs = ref.grads[0].at(emb).norm().item<double>();
+    if (theirs > 0) row.embedding_ratio = mine / theirs;
+  }
+  row.match = row.dense_grad.close && row.sparse_grad.close && row.params.close &&
+              t.grads.size() == ref.grads.size();
+  row.pass = row.match == (variant.expect == "match");
+  return row;
+}
+
+std::string sci(double v) {
+  if (std::isnan(v)) return "n/a";
+  return fmt::format("{:.2e}", v);
+}
+
+std::string table_markdown(const ResolvedExperiment& experiment, const std::vector<Row>& rows,
+                           int64_t steps) {
+  std::string out = fmt::format(
+      "# {}: gradcheck\n\nReference `{}`, {} steps. Gradients are the replicas' average before "
+      "clipping, every step; parameters after the last step. Relative: the largest difference "
+      "over the largest reference magnitude. A match: every element within atol + rtol*|ref|.\n\n",
+      experiment.name, experiment.reference, steps);
+  out +=
+      "| variant | expect | dense grad max abs | sparse grad max abs | grad max rel | param max "
+      "abs | param max rel | largest at | embedding grad ratio | result |\n"
+      "|---|---|---:|---:|---:|---:|---:|---|---:|---|\n";
+  for (const auto& r : rows) {
+    const double grad_abs = std::max(r.dense_grad.max_abs, r.sparse_grad.max_abs);
+    const double grad_ref = std::max(r.dense_grad.max_ref, r.sparse_grad.max_ref);
+    const double grad_rel = grad_ref > 0 ? grad_abs / grad_ref : 0.0;
+    out += fmt::format(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.variant, r.expect,
+        sci(r.dense_grad.max_abs), sci(r.sparse_grad.max_abs), sci(grad_rel), sci(r.params.max_abs),
+        sci(r.params.max_rel), r.params.max_abs == 0 ? "-" : r.params.where,
+        std::isnan(r.embedding_ratio) ? "n/a" : fmt::format("{:.4f}", r.embedding_ratio),
+        r.pass ? "PASS"
+               : (r.causes.empty() || r.match ? std::string("FAIL")
+                                              : "FAIL: likely " + r.causes.front()));
+  }
+  std::string notes;
+  for (const auto& r : rows) {
+    if (r.causes.empty()) continue;
+    notes += fmt::format("- `{}`, besides the averaging, differs from the reference in: {}.\n",
+                         r.variant, fmt::join(r.causes, "; "));
+  }
+  if (!notes.empty()) out += "\nNotes:\n\n" + notes;
+  return out;
+}
+
+nlohmann::ordered_json difference_json(const Difference& d) {
+  nlohmann::ordered_json j;
+  j["max_abs"] = d.max_abs;
+  j["max_rel"] = std::isfinite(d.max_rel) ? nlohmann::ordered_json(d.max_rel) : nullptr;
+  j["largest_at"] = d.where;
+  j["close"] = d.close;
+  return j;
+}
+
+/// The numbers a baseline keeps per variant: per-step gradient norms and losses, and
+/// checksums of the final parameters.
+nlohmann::ordered_json baseline_entry(const Trace& t) {
+  nlohmann::ordered_json j;
+  std::vector<double> norms;
+  for (const auto& step : t.grads) {
+    double sum = 0;
+    for (const auto& [name, g] : step) sum += g.pow(2).sum().item<double>();
+    norms.push_back(std::sqrt(sum));
+  }
+  double psum = 0, psq = 0;
+  for (const auto& [name, p] : t.params) {
+    psum += p.sum().item<double>();
+    psq += p.pow(2).sum().item<double>();
+  }
+  j["grad_norms"] = norms;
+  j["losses"] = t.losses;
+  j["param_sum"] = psum;
+  j["param_sum_squares"] = psq;
+  return j;
+}
+
+/// Problems of `run` against `baseline` (empty when within tolerance).
+std::vector<std::string> compare_baseline(const nlohmann::json& baseline,
+                                          const nlohmann::ordered_json& run,
+                                          const ResolvedExperiment& experiment,
+                                          const fs::path& file) {
+  std::vector<std::string> problems;
+  const auto& variants = baseline.at("variants");
+  for (const auto& v : experiment.variants) {
+    if (!variants.contains(v.name)) {
+      problems.push_back(
+          fmt::format("{}: no baseline for variant '{}' (save one with "
+                      "--save-baseline)",
+                      file.string(), v.name));
+      continue;
+    }
+    const auto& old = variants.at(v.name);
+    const auto& now = run.at(v.name);
+    auto check = [&](const std::string& what, double a, double b) {
+      if (!(std::abs(a - b) <= v.atol + v.rtol * std::abs(b))) {
+        problems.push_back(
+            fmt::format("variant '{}': {} is {:.9g}, baseline {:.9g} (rtol {}, "
+                        "atol {})",
+                        v.name, what, a, b, v.rtol, v.atol));
+      }
+    };
+    for (const char* key : {"grad_norms", "losses"}) {
+      const auto& a = now.at(key);
+      const auto& b = old.at(key);
+      if (a.size() != b.size()) {
+        problems.push_back(fmt::format("variant '{}': {} has {} steps, baseline {}", v.name, key,
+                                       a.size(), b.size()));
+        continue;
+      }
+      for (size_t i = 0; i < a.size(); ++i) {
+        check(fmt::format("{}[step {}]", key, i + 1), a[i].get<double>(), b[i].get<double>());
+      }
+    }
+    check("param_sum", now.at("param_sum").get<double>(), old.at("param_sum").get<double>());
+    check("param_sum_squares", now.at("param_sum_squares").get<double>(),
+          old.at("param_sum_squares").get<double>());
+  }
+  return problems;
+}
+
+}  // namespace
+
+int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& options) {
+  BERTLAB_CHECK_AS(ConfigError, options.steps >= 1, "--steps: must be >= 1, got {}", options.steps);
+  // Before training: what besides averaging can make a variant differ from the reference.
+  const ResolvedVariant* reference = nullptr;
+  for (const auto& v : experiment.variants) {
+    if (v.name == experiment.reference) reference = &v;
+  }
+  std::map<std::string, std::vector<std::string>> causes;
+  for (const auto& v : experiment.variants) {
+    if (reference == nullptr) break;
+    causes[v.name] = causes_of_difference(v, *reference);
+    if (!causes[v.name].empty() && !is_secondary_process()) {
+      log_info("gradcheck",
+               "variant '{}', besides the averaging, differs from the reference '{}' in: {}",
+               v.name, reference->name, fmt::join(causes[v.name], "; "));
+    }
+  }
+  std::map<std::string, Trace> traces;
+  for (const auto& v : experiment.variants) {
+    log_info("train", "gradcheck: variant '{}', {} steps", v.name, options.steps);
+    traces[v.name] = record(experiment, v, options.steps);
+  }
+  // Ranks other than 0 of a launched run only take part in the collectives.
+  if (is_secondary_process()) return 0;
+  auto ref_it = traces.find(experiment.reference);
+  if (ref_it == traces.end()) {
+    throw ConfigError(
+        fmt::format("gradcheck: the reference variant '{}' was not selected; add "
+                    "--variant {}",
+                    experiment.reference, experiment.reference));
+  }
+  std::vector<Row> rows;
+  for (const auto& v : experiment.variants) {
+    rows.push_back(compare(v.name, v, traces.at(v.name), ref_it->second, causes[v.name]));
+  }
+
+  const fs::path dir = experiment.output_dir / experiment.name;
+  const std::string md = table_markdown(experiment, rows, options.steps);
+  nlohmann::ordered_json json;
+  json["experiment"] = experiment.name;
+  json["reference"] = experiment.reference;
+  json["steps"] = options.steps;
+  for (const auto& r : rows) {
+    nlohmann::ordered_json j;
+    j["expect"] = r.expect;
+    j["dense_grad"] = difference_json(r.dense_grad);
+    j["sparse_grad"] = difference_json(r.sparse_grad);
+    j["params"] = difference_json(r.params);
+    j["embedding_grad_ratio"] = std::isnan(r.embedding_ratio)
+                                    ? nlohmann::ordered_json(nullptr)
+                                    : nlohmann::ordered_json(r.embedding_ratio);
+    j["causes"] = r.causes;
+    j["match"] = r.match;
+    j["result"] = r.pass ? "PASS" : "FAIL";
+    json["variants"][r.variant] = j;
+  }
+  write_file_atomic(dir / "gradcheck.md", md);
+  write_file_atomic(dir / "gradcheck.json", json.dump(2) + "\n");
+  std::cout << md << "\nWritten to " << (dir / "gradcheck.md").string() << " and "
+            << (dir / "gradcheck.json").string() << "\n";
+
+  nlohmann::ordered_json numbers;
+  for (const auto& v : experiment.variants) numbers[v.name] = baseline_entry(traces.at(v.name));
+  if (options.save_baseline) {
+    nlohmann::ordered_json b;
+    b["experiment"] = experiment.name;
+    b["steps"] = options.steps;
+    b["variants"] = numbers;
+    write_file_atomic(*options.save_baseline, b.dump(2) + "\n");
+    std::cout << "Baseline written to " << options.save_baseline->string() << "\n";
+  }
+  bool ok = true;
+  for (const auto& r : rows) ok = ok && r.pass;
+  if (options.baseline) {
+    std::ifstream in(*options.baseline);
+    BERTLAB_CHECK_AS(ConfigError, in.good(), "--baseline {}: cannot read",
+                     options.baseline->string());
+    nlohmann::json baseline;
+    try {
+      baseline = nlohmann::json::parse(in);
+    } catch (const std::exception& e) {
+      throw ConfigError(fmt::format("--baseline {}: not a gradcheck baseline: {}",
+                                    options.baseline->string(), e.what()));
+    }
+    BERTLAB_CHECK_AS(ConfigError, baseline.value("steps", int64_t{0}) == options.steps,
+                     "--baseline {}: recorded with {} steps; run with --steps {}",
+                     options.baseline->string(), baseline.value("steps", int64_t{0}),
+                     baseline.value("steps", int64_t{0}));
+    auto problems = compare_baseline(baseline, numbers, experiment, *options.baseline);
+    for (const auto& p : problems) std::cout << "baseline: " << p << "\n";
+    if (problems.empty()) {
+      std::cout << "Baseline " << options.baseline->string() << ": every variant unchanged\n";
+    }
+    ok = ok && problems.empty();
+  }
+  return ok ? 0 : 1;
+}
+
+}  // namespace bertlab

@@ -1,0 +1,119 @@
+#pragma once
+// Experiment files: parsing, variants (deep merge), --set overrides, and validation of every key
+// against the host's and the plugins' option declarations, before any work starts.
+
+#include "runtime/registry.h"
+
+#include <bertlab/config.h>
+#include <bertlab/model/bert.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bertlab {
+
+/// Where a setting came from: a position in a file, or a --set argument.
+struct Location {
+  std::string origin;     ///< the file as the user named it, or the --set argument
+  int64_t line = 0;       ///< 1-based; 0 when unknown
+  int64_t column = 0;     ///< 1-based
+  bool from_set = false;  ///< origin is a --set argument
+
+  /// `FILE:LINE:COL` or `--set 'ARG'`.
+  std::string format() const;
+};
+
+/// One scalar key of a section as written.
+struct Setting {
+  std::optional<OptionValue> value;  ///< nullopt when the TOML value is not a scalar
+  std::string toml_type;             ///< "integer", "float", "string", "boolean", "table", ...
+  Location loc;                      ///< where the key is written
+  Location value_loc;                ///< where the value is written
+};
+
+struct SectionData {
+  Location loc;  ///< the section header (or the file when absent)
+  std::map<std::string, Setting> keys;
+  bool present = false;  ///< the file has the section
+};
+
+struct VariantData {
+  std::string name;
+  Location loc;
+  std::map<std::string, SectionData> sections;  ///< overrides only
+  std::map<std::string, Setting> expectation;   ///< expect, rtol, atol (for gradcheck)
+};
+
+/// A parsed experiment file, before merging and validation.
+struct ExperimentFile {
+  std::filesystem::path path;      ///< as the user named it
+  std::filesystem::path base_dir;  ///< absolute folder of the file: paths resolve against it
+  std::map<std::string, SectionData> base;
+  std::vector<VariantData> variants;
+  std::optional<Setting> reference;  ///< [compare] reference
+};
+
+/// `section.key=value` from the command line; value parsed as TOML, else taken as a string.
+struct SetOverride {
+  std::string argument;
+  std::string section;
+  std::string key;
+  Setting setting;
+};
+
+/// One component choice of a variant, validated.
+struct ResolvedComponent {
+  std::string plugin;
+  const Component* component = nullptr;
+  ConfigView options;  ///< the plugin's declared options (host keys removed)
+};
+
+struct ResolvedVariant {
+  std::string name;
+  ConfigView experiment;     ///< [experiment]
+  ConfigView model;          ///< [model] host keys (bert_config fields folded into bert_config)
+  ConfigView train;          ///< [train]
+  ConfigView strategy_host;  ///< [strategy] keys the host owns: device, replicas, launcher, ...
+  BertConfig bert_config;
+  ResolvedComponent task;
+  ResolvedComponent strategy;
+  ResolvedComponent optimizer;
+  std::string resolved_toml;  ///< the exact configuration, every key with its effective value
+  /// What `bertlab gradcheck` expects of this variant against the reference.
+  std::string expect = "match";  ///< "match" or "differ"
+  double rtol = 1e-5;            ///< relative tolerance of a match
+  double atol = 1e-6;            ///< absolute tolerance of a match
+};
+
+struct ResolvedExperiment {
+  std::string name;
+  std::filesystem::path file;
+  std::filesystem::path output_dir;  ///< runs/<experiment name>/ parent: [experiment] output_dir
+  std::vector<ResolvedVariant> variants;  ///< the selected ones, in file order
+  std::vector<std::string> all_variant_names;
+  std::string reference;  ///< [compare] reference, or the first variant
+};
+
+/// The sections an experiment file may have.
+const std::vector<std::string>& known_sections();
+
+/// Parses the file. Throws ConfigError (every problem found) on a syntax or structure error.
+ExperimentFile parse_experiment_file(const std::filesystem::path& path);
+
+/// Parses one `--set section.key=value` argument. Throws ConfigError.
+SetOverride parse_set_argument(const std::string& argument);
+
+struct ResolveOptions {
+  std::vector<SetOverride> overrides;
+  std::vector<std::string> selected_variants;       ///< empty: all
+  std::optional<std::filesystem::path> output_dir;  ///< --output-dir
+};
+
+/// Merges and validates every selected variant. Throws ConfigError listing every problem.
+ResolvedExperiment resolve_experiment(const ExperimentFile& file, const ComponentRegistry& registry,
+                                      const ResolveOptions& options);
+
+}  // namespace bertlab

@@ -1,0 +1,284 @@
+// Parsing an experiment file into sections, variants and settings with their source positions.
+// toml++ drops source positions when nodes are copied, so settings are converted to plain values
+// with their Location right here, and merging works on those.
+
+#include "config/experiment.h"
+
+#include <bertlab/error.h>
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+
+namespace bertlab {
+
+namespace fs = std::filesystem;
+
+std::string Location::format() const {
+  if (from_set) return fmt::format("--set '{}'", origin);
+  if (line <= 0) return origin;
+  return fmt::format("{}:{}:{}", origin, line, column);
+}
+
+const std::vector<std::string>& known_sections() {
+  static const std::vector<std::string> sections = {"experiment", "model",     "task",
+                                                    "strategy",   "optimizer", "train"};
+  return sections;
+}
+
+namespace {
+
+Location location_of(const toml::node& node, const std::string& origin) {
+  const auto& src = node.source();
+  return Location{origin, static_cast<int64_t>(src.begin.line),
+                  static_cast<int64_t>(src.begin.column), false};
+}
+
+/// The key's own position (toml++ records one for keys), else its value's.
+Location key_location(const toml::key& key, const toml::node& value, const std::string& origin) {
+  const auto& src = key.source();
+  if (src.begin.line == 0) return location_of(value, origin);
+  return Location{origin, static_cast<int64_t>(src.begin.line),
+                  static_cast<int64_t>(src.begin.column), false};
+}
+
+const char* toml_type_name(const toml::node& node) {
+  switch (node.type()) {
+    case toml::node_type::table:
+      return "table";
+    case toml::node_type::array:
+      return "array";
+    case toml::node_type::string:
+      return "string";
+    case toml::node_type::integer:
+      return "integer";
+    case toml::node_type::floating_point:
+      return "float";
+    case toml::node_type::boolean:
+      return "boolean";
+    case toml::node_type::date:
+      return "date";
+    case toml::node_type::time:
+      return "time";
+    case toml::node_type::date_time:
+      return "date-time";
+    default:
+      return "value";
+  }
+}
+
+Setting to_setting(const toml::node& node, Location loc) {
+  Setting s;
+  s.value_loc = node.source().begin.line > 0 ? location_of(node, loc.origin) : loc;
+  s.value_loc.from_set = loc.from_set;
+  s.loc = std::move(loc);
+  s.toml_type = toml_type_name(node);
+  if (auto v = node.as_boolean()) {
+    s.value = v->get();
+  } else if (auto i = node.as_integer()) {
+    s.value = static_cast<int64_t>(i->get());
+  } else if (auto f = node.as_floating_point()) {
+    s.value = f->get();
+  } else if (auto str = node.as_string()) {
+    s.value = str->get();
+  }
+  return s;
+}
+
+// Reads the scalar keys of one section table; nested tables and arrays are kept as non-scalar
+// settings so validation can report them with their position.
+SectionData read_section(const toml::table& table, const std::string& origin) {
+  SectionData data;
+  data.present = true;
+  data.loc = location_of(table, origin);
+  for (const auto& [key, node] : table) {
+    data.keys[std::string(key.str())] = to_setting(node, key_location(key, node, origin));
+  }
+  return data;
+}
+
+void read_variant(const toml::table& table, const std::string& origin, size_t index,
+                  ExperimentFile& out, std::vector<std::string>& errors) {
+  VariantData variant;
+  variant.loc = location_of(table, origin);
+  for (const auto& [key_node, node] : table) {
+    const std::string key(key_node.str());
+    Location loc = key_location(key_node, node, origin);
+    if (key == "name") {
+      if (auto name = node.as_string()) {
+        variant.name = name->get();
+      } else {
+        errors.push_back(fmt::format("{}: variant.name: must be a string, got {}", loc.format(),
+                                     toml_type_name(node)));
+      }
+      continue;
+    }
+    if (key == "expect" || key == "rtol" || key == "atol") {
+      variant.expectation[key] = to_setting(node, loc);
+      continue;
+    }
+    const auto& sections = known_sections();
+    if (std::find(sections.begin(), sections.end(), key) != sections.end()) {
+      if (auto sub = node.as_table()) {
+        variant.sections[key] = read_section(*sub, origin);
+      } else {
+        errors.push_back(
+            fmt::format("{}: variant.{}: must be a table of overrides, e.g. {}.KEY = VALUE",
+                        loc.format(), key, key));
+      }
+      continue;
+    }
+    std::string hint;
+    std::vector<std::string> variant_keys = sections;
+    variant_keys.insert(variant_keys.end(), {"name", "expect", "rtol", "atol"});
+    if (auto close = closest_match(key, variant_keys)) {
+      hint = fmt::format("; did you mean '{}'?", *close);
+    } else {
+      hint =
+          "; a variant holds `name` and overrides of sections, e.g. optimizer.learning_rate = "
+          "1e-4";
+    }
+    errors.push_back(fmt::format("{}: variant.{}: unknown key{}", loc.format(), key, hint));
+  }
+  if (variant.name.empty()) {
+    errors.push_back(fmt::format("{}: variant: variant #{} has no name; add name = \"...\"",
+                                 variant.loc.format(), index + 1));
+  }
+  out.variants.push_back(std::move(variant));
+}
+
+}  // namespace
+
+ExperimentFile parse_experiment_file(const fs::path& path) {
+  const std::string origin = path.string();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) {
+    throw ConfigError(fmt::format("{}: experiment file not found", origin));
+  }
+  toml::table root;
+  try {
+    root = toml::parse_file(path.string());
+  } catch (const toml::parse_error& e) {
+    const auto& src = e.source();
+    throw ConfigError(fmt::format("{}:{}:{}: TOML syntax error: {}", origin, src.begin.line,
+                                  src.begin.column, e.description()));
+  }
+
+  ExperimentFile out;
+  out.path = path;
+  out.base_dir = fs::absolute(path).parent_path();
+  std::vector<std::string> errors;
+  const auto& sections = known_sections();
+  for (const auto& [key_node, node] : root) {
+    const std::string key(key_node.str());
+    Location loc = location_of(node, origin);
+    if (std::find(sections.begin(), sections.end(), key) != sections.end()) {
+      if (auto table = node.as_table()) {
+        out.base[key] = read_section(*table, origin);
+      } else {
+        errors.push_back(fmt::format("{}: {}: must be a table [{}]", loc.format(), key, key));
+      }
+    } else if (key == "variant") {
+      auto array = node.as_array();
+      if (array == nullptr || !array->is_array_of_tables()) {
+        errors.push_back(fmt::format("{}: variant: must be an array of tables, written [[variant]]",
+                                     loc.format()));
+        continue;
+      }
+      for (size_t i = 0; i < array->size(); ++i) {
+        read_variant(*array->get(i)->as_table(), origin, i, out, errors);
+      }
+    } else if (key == "compare") {
+      auto table = node.as_table();
+      if (table == nullptr) {
+        errors.push_back(fmt::format("{}: compare: must be a table [compare]", loc.format()));
+        continue;
+      }
+      for (const auto& [ck, cnode] : *table) {
+        Location cloc = key_location(ck, cnode, origin);
+        if (ck.str() == "reference") {
+          out.reference = to_setting(cnode, cloc);
+          if (!cnode.is_string()) {
+            errors.push_back(
+                fmt::format("{}: compare.reference: must be a string (a variant "
+                            "name), got {}",
+                            cloc.format(), toml_type_name(cnode)));
+          }
+        } else {
+          auto close = closest_match(std::string(ck.str()), {"reference"});
+          errors.push_back(fmt::format("{}: compare.{}: unknown key{}", cloc.format(), ck.str(),
+                                       close ? fmt::format("; did you mean '{}'?", *close) : ""));
+        }
+      }
+    } else {
+      std::vector<std::string> all = sections;
+      all.push_back("variant");
+      all.push_back("compare");
+      auto close = closest_match(key, all);
+      std::string what = node.is_table() ? "unknown section" : "unknown top-level key";
+      errors.push_back(fmt::format(
+          "{}: {}: {}{}", loc.format(), key, what,
+          close ? fmt::format("; did you mean '{}'?", *close)
+                : "; known sections: experiment, model, task, strategy, optimizer, train, "
+                  "variant, compare"));
+    }
+  }
+  for (const auto& section : sections) {
+    auto& data = out.base[section];
+    if (!data.present) data.loc = Location{origin, 0, 0, false};
+  }
+  // Duplicate variant names.
+  for (size_t i = 0; i < out.variants.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (!out.variants[i].name.empty() && out.variants[i].name == out.variants[j].name) {
+        errors.push_back(fmt::format("{}: variant.name: duplicate variant name '{}' (first at {})",
+                                     out.variants[i].loc.format(), out.variants[i].name,
+                                     out.variants[j].loc.format()));
+      }
+    }
+  }
+  if (!errors.empty()) throw ConfigError(errors);
+  return out;
+}
+
+SetOverride parse_set_argument(const std::string& argument) {
+  const size_t eq = argument.find('=');
+  const Location loc{argument, 0, 0, true};
+  if (eq == std::string::npos || eq == 0) {
+    throw ConfigError(
+        fmt::format("{}: expected SECTION.KEY=VALUE, e.g. "
+                    "optimizer.learning_rate=1e-4",
+                    loc.format()));
+  }
+  const std::string path = argument.substr(0, eq);
+  const std::string text = argument.substr(eq + 1);
+  const size_t dot = path.find('.');
+  if (dot == std::string::npos || dot == 0 || dot + 1 == path.size() ||
+      path.find('.', dot + 1) != std::string::npos) {
+    throw ConfigError(fmt::format("{}: {}: expected SECTION.KEY, e.g. train.train_batch_size",
+                                  loc.format(), path));
+  }
+  SetOverride out;
+  out.argument = argument;
+  out.section = path.substr(0, dot);
+  out.key = path.substr(dot + 1);
+  const auto& sections = known_sections();
+  if (std::find(sections.begin(), sections.end(), out.section) == sections.end()) {
+    auto close = closest_match(out.section, sections);
+    throw ConfigError(fmt::format("{}: {}: unknown section '{}'{}", loc.format(), path, out.section,
+                                  close ? fmt::format("; did you mean '{}'?", *close) : ""));
+  }
+  // The value is TOML when it parses as one (1e-4, true, "x"); otherwise a bare string.
+  try {
+    toml::table t = toml::parse("v = " + text);
+    out.setting = to_setting(*t.get("v"), loc);
+  } catch (const toml::parse_error&) {
+    out.setting.value = text;
+    out.setting.toml_type = "string";
+  }
+  out.setting.loc = loc;
+  out.setting.value_loc = loc;
+  return out;
+}
+
+}  // namespace bertlab

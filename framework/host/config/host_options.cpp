@@ -1,0 +1,133 @@
+// Declarations of the host's own keys in each experiment section ([experiment], [train], ...).
+
+#include "config/host_options.h"
+
+namespace bertlab {
+
+std::vector<OptionDecl> experiment_options() {
+  return {
+      string_option("name", "", "experiment name; outputs go to OUTPUT_DIR/NAME/VARIANT/")
+          .mark_required(),
+      string_option("description", "", "free text, copied to the comparison"),
+      int_option("seed", 12345, "seed of initialization, dropout and the batch order").at_least(0),
+      int_option("threads", 1,
+                 "CPU threads for libtorch's and OpenBLAS's pools together; 0: one per core "
+                 "(1 measured fastest on 2 cores, see README)")
+          .in_range(0, 1024),
+      string_option("output_dir", "runs",
+                    "folder for results, relative to the current folder (as Google's "
+                    "--output_dir); --output-dir overrides it"),
+      bool_option("tensorboard", false,
+                  "also write TensorBoard event files (events.out.tfevents.*) into each "
+                  "variant's folder: `tensorboard --logdir OUTPUT_DIR/NAME`"),
+  };
+}
+
+std::vector<OptionDecl> model_options() {
+  return {
+      path_option("bert_config_file", "Google's bert_config.json").mark_required(),
+      path_option("vocab_file", "WordPiece vocabulary, one token per line").mark_required(),
+      bool_option("do_lower_case", true, "lower-case and strip accents before WordPiece"),
+      bool_option("sparse_embeddings", false,
+                  "word-embedding gradient as sparse rows (indices + values)"),
+      string_option("dropout_rng", "per_example",
+                    "how dropout masks are drawn in training: per_example (a function of the "
+                    "seed, the step, the example's place in the global batch and the site: the "
+                    "same for any number of replicas, processes or micro-batches) or replica "
+                    "(each replica its own generator, as DDP and Horovod)")
+          .one_of({"per_example", "replica"}),
+      checkpoint_option("init_checkpoint",
+                        "initial weights: Google TF checkpoint (bert_model.ckpt), "
+                        "pytorch_model.bin or .safetensors; empty: random initialization"),
+      string_option("init_checkpoint_exclude", "",
+                    "comma-separated name parts; matching parameters keep their random "
+                    "initialization (e.g. classifier. for a head of another size)"),
+  };
+}
+
+std::vector<OptionDecl> train_options() {
+  return {
+      int_option("train_batch_size", 32, "global batch, split evenly over the replicas")
+          .at_least(1),
+      int_option("eval_batch_size", 8, "batch size for evaluation").at_least(1),
+      float_option("num_train_epochs", 3.0, "epochs over the training set").above(0),
+      int_option("num_train_steps", 0,
+                 "optimizer steps; 0: int(examples / train_batch_size * num_train_epochs)")
+          .at_least(0),
+      int_option("gradient_accumulation_steps", 1,
+                 "micro-batches of train_batch_size per optimizer step; gradients summed and "
+                 "scaled so the update is one step on the k-times larger batch")
+          .at_least(1),
+      int_option("log_every_steps", 10, "steps between lines of metrics.jsonl").at_least(1),
+      string_option("on_nonfinite", "stop",
+                    "a NaN or infinite loss or gradient: stop with an error naming the step and "
+                    "parameter, or skip the step's update and count it (skip_step)")
+          .one_of({"stop", "skip_step"}),
+      string_option("precision", "fp32",
+                    "fp32; bf16 or fp16: the forward pass under autocast (matrix products in "
+                    "16 bits, reductions and losses in fp32), fp32 master weights and optimizer "
+                    "state; fp16 needs a CUDA device")
+          .one_of({"fp32", "bf16", "fp16"}),
+      string_option("loss_scaling", "auto",
+                    "dynamic loss scaling as torch.amp.GradScaler (a non-finite step is "
+                    "skipped, counted in skipped_steps, and the scale backs off): auto = on for "
+                    "fp16 only, dynamic = on, none = off")
+          .one_of({"auto", "dynamic", "none"}),
+      float_option("loss_scale_init", 65536.0, "the first loss scale").above(0),
+      float_option("loss_scale_growth_factor", 2.0,
+                   "the scale's factor after loss_scale_growth_interval finite steps in a row")
+          .above(1),
+      float_option("loss_scale_backoff_factor", 0.5, "the scale's factor after a non-finite step")
+          .in_range(0, 1)
+          .above(0),
+      int_option("loss_scale_growth_interval", 2000, "finite steps in a row before the scale grows")
+          .at_least(1),
+      bool_option("allow_tf32", false,
+                  "TF32 for fp32 matrix products on CUDA (torch.backends.cuda.matmul."
+                  "allow_tf32); off by default, as in PyTorch"),
+      bool_option("do_train", true, "train the model"),
+      bool_option("do_eval", true, "evaluate after training and write eval_results.json"),
+      int_option("save_checkpoints_steps", 0,
+                 "steps between resumable checkpoints in VARIANT/checkpoints/; 0: none")
+          .at_least(0),
+      int_option("keep_checkpoint_max", 5, "newest checkpoints kept; 0: all").at_least(0),
+      bool_option("resume", false,
+                  "continue from the newest checkpoint in VARIANT/checkpoints/ (--resume)"),
+  };
+}
+
+std::vector<OptionDecl> strategy_host_options() {
+  return {
+      plugin_option("strategy"),
+      string_option("device", "cpu",
+                    "cpu, or cuda / cuda:N with a CUDA libtorch; under launcher = \"env\", "
+                    "\"cuda\" is the device LOCAL_RANK"),
+      string_option("backend", "auto",
+                    "collectives: auto = nccl for CUDA ranks that are processes, gloo otherwise "
+                    "(thread ranks share one device; Gloo stages CUDA tensors through the host)")
+          .one_of({"auto", "gloo", "nccl"}),
+      int_option("replicas", 1, "data-parallel replicas (ranks) on this machine").at_least(1),
+      string_option("launcher", "threads",
+                    "threads: ranks are threads of this process; env: one process per rank, from "
+                    "RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT (bertlab launch, torchrun, Slurm)")
+          .one_of({"threads", "env"}),
+      int_option("check_every_steps", 100,
+                 "steps between checks that every replica holds the same parameters")
+          .at_least(1),
+      string_option("loss_normalization", "global",
+                    "token-weighted losses (masked LM): global divides by the masked tokens of "
+                    "all replicas, so N replicas equal one device; per_replica averages each "
+                    "replica's own mean")
+          .one_of({"global", "per_replica"}),
+      float_option("timeout_s", 300.0,
+                   "seconds a collective may wait for the other ranks before it is an error")
+          .above(0),
+  };
+}
+
+OptionDecl plugin_option(const char* kind) {
+  return string_option("plugin", "", std::string("name of the ") + kind + " component")
+      .mark_required();
+}
+
+}  // namespace bertlab

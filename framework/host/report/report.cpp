@@ -1,0 +1,194 @@
+// comparison.md/.csv, plots/*.svg and report.html of an experiment's variants.
+
+#include "report/report.h"
+
+#include <bertlab/io/atomic_file.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "report/svg_plot.h"
+
+namespace bertlab {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A metrics.jsonl field plotted against step.
+struct LinePlotSpec {
+  const char* key;   ///< metrics.jsonl field
+  const char* name;  ///< plots/NAME.svg
+  const char* title;
+  const char* y_label;
+};
+
+constexpr LinePlotSpec kLinePlots[] = {
+    {"loss", "loss", "Training loss", "loss (mean over the logging window)"},
+    {"learning_rate", "learning_rate", "Learning rate", "learning rate"},
+    {"grad_norm", "grad_norm", "Gradient norm", "global norm before clipping"},
+    {"examples_per_second", "throughput", "Throughput", "examples / s"},
+};
+
+std::vector<std::string> eval_metric_names(const std::vector<VariantOutputs>& outputs) {
+  std::vector<std::string> names;
+  for (const auto& o : outputs) {
+    for (const auto& [name, value] : o.eval) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  return names;
+}
+
+double eval_value(const VariantOutputs& o, const std::string& name) {
+  for (const auto& [n, v] : o.eval) {
+    if (n == name) return v;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+const char* kStyle = R"(<style>
+body { font-family: sans-serif; margin: 2em; color: #222; max-width: 1100px; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.25em; margin-top: 1.6em; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { border: 1px solid #ccc; padding: 4px 10px; }
+th { background: #f3f3f3; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.meta { color: #555; } .plot { margin: 0.8em 0; } .swatch { display: inline-block; width: 0.9em;
+  height: 0.9em; margin-right: 0.4em; vertical-align: middle; }
+</style>
+)";
+
+bool looks_numeric(const std::string& s) {
+  return !s.empty() &&
+         (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s == "nan");
+}
+
+std::string html_table(const std::vector<std::string>& header,
+                       const std::vector<std::vector<std::string>>& rows) {
+  std::string out = "<table>\n<tr>";
+  for (const auto& h : header) out += "<th>" + xml_escape(h) + "</th>";
+  out += "</tr>\n";
+  for (const auto& row : rows) {
+    out += "<tr>";
+    for (size_t i = 0; i < row.size(); ++i) {
+      out += fmt::format("<td{}>{}</td>", i > 0 && looks_numeric(row[i]) ? " class=\"num\"" : "",
+                         xml_escape(row[i]));
+    }
+    out += "</tr>\n";
+  }
+  return out + "</table>\n";
+}
+
+}  // namespace
+
+std::vector<ReportPlot> report_plots(const std::vector<std::string>& labels,
+                                     const std::vector<VariantOutputs>& outputs) {
+  std::vector<ReportPlot> plots;
+  for (const auto& spec : kLinePlots) {
+    std::vector<PlotSeries> series;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      PlotSeries s;
+      s.name = labels[i];
+      metric_series(outputs[i].metrics, spec.key, &s.x, &s.y);
+      series.push_back(std::move(s));
+    }
+    PlotOptions options;
+    options.title = spec.title;
+    options.x_label = "step";
+    options.y_label = spec.y_label;
+    plots.push_back(
+        {fmt::format("plots/{}.svg", spec.name), spec.title, render_line_plot(options, series)});
+  }
+  const std::vector<std::string> metrics = eval_metric_names(outputs);
+  if (!metrics.empty()) {
+    std::vector<PlotSeries> series;
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      PlotSeries s;
+      s.name = labels[i];
+      for (const auto& m : metrics) s.y.push_back(eval_value(outputs[i], m));
+      series.push_back(std::move(s));
+    }
+    PlotOptions options;
+    options.title = "Eval metrics";
+    options.y_label = "value";
+    options.width = std::max(720, 200 + 110 * static_cast<int>(metrics.size()));
+    plots.push_back({"plots/eval.svg", "Eval metrics", render_bar_chart(options, metrics, series)});
+  }
+  return plots;
+}
+
+std::string plots_markdown(const std::vector<ReportPlot>& plots) {
+  std::string out = "\n## Plots\n\nEvery variant on the same axes; also in `report.html`.\n\n";
+  for (const auto& p : plots) out += fmt::format("![{}]({})\n", p.title, p.file);
+  return out;
+}
+
+std::string report_html(const ResolvedExperiment& experiment, const ComparisonTable& table,
+                        const std::vector<std::string>& labels,
+                        const std::vector<VariantOutputs>& outputs,
+                        const std::vector<ReportPlot>& plots) {
+  std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  out += fmt::format("<title>{}: bertlab report</title>\n", xml_escape(experiment.name));
+  out += kStyle;
+  out += "</head>\n<body>\n";
+  out += fmt::format("<h1>{}: comparison</h1>\n", xml_escape(experiment.name));
+  out += fmt::format(
+      "<p class=\"meta\">Reference variant: <code>{}</code>. Experiment file: "
+      "<code>{}</code>.</p>\n",
+      xml_escape(experiment.reference), xml_escape(experiment.file.string()));
+  out += "<h2>Variants</h2>\n" + html_table(table.header, table.rows);
+
+  const std::vector<std::string> metrics = eval_metric_names(outputs);
+  if (!metrics.empty()) {
+    out += "<h2>Eval metrics</h2>\n";
+    std::vector<std::string> header = {"metric"};
+    header.insert(header.end(), labels.begin(), labels.end());
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& m : metrics) {
+      std::vector<std::string> row = {m};
+      for (const auto& o : outputs) {
+        const double v = eval_value(o, m);
+        row.push_back(std::isnan(v) ? "" : fmt::format("{:.4f}", v));
+      }
+      rows.push_back(std::move(row));
+    }
+    out += html_table(header, rows);
+  }
+
+  out += "<h2>Plots</h2>\n<p>";
+  for (size_t i = 0; i < labels.size(); ++i) {
+    out += fmt::format("<span class=\"swatch\" style=\"background:{}\"></span>{}&nbsp;&nbsp; ",
+                       series_colour(i), xml_escape(labels[i]));
+  }
+  out += "</p>\n";
+  for (const auto& p : plots) {
+    out += fmt::format("<div class=\"plot\" id=\"{}\">\n{}</div>\n",
+                       xml_escape(fs::path(p.file).stem().string()), p.svg);
+  }
+  out += "<h2>Run folders</h2>\n<ul>\n";
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    out += fmt::format("<li><code>{}</code>: {}</li>\n", xml_escape(labels[i]),
+                       xml_escape(outputs[i].dir.string()));
+  }
+  out += "</ul>\n</body>\n</html>\n";
+  return out;
+}
+
+std::string write_comparison(const fs::path& dir, const ResolvedExperiment& experiment,
+                             const std::vector<VariantResult>& results,
+                             const std::vector<VariantOutputs>& outputs) {
+  std::vector<std::string> labels;
+  for (const auto& r : results) labels.push_back(r.name);
+  const std::vector<ReportPlot> plots = report_plots(labels, outputs);
+  for (const auto& p : plots) write_file_atomic(dir / p.file, p.svg);
+  const std::string md = comparison_markdown(experiment, results) + plots_markdown(plots);
+  write_file_atomic(dir / "comparison.md", md);
+  write_file_atomic(dir / "comparison.csv", comparison_csv(experiment, results));
+  const ComparisonTable table = comparison_table(experiment, results);
+  write_file_atomic(dir / "report.html", report_html(experiment, table, labels, outputs, plots));
+  return md;
+}
+
+}  // namespace bertlab
