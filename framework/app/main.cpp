@@ -13,7 +13,9 @@
 #include <iostream>
 
 #include "commands/bench_comm.h"
+#include "commands/bench_gemm.h"
 #include "commands/bench_step.h"
+#include "commands/bench_tokenize.h"
 #include "commands/describe.h"
 #include "commands/gradcheck.h"
 #include "commands/inspect.h"
@@ -227,6 +229,23 @@ int run_tool(const CommonOptions& common, const std::string& group,
   });
 }
 
+/// The help's list of the tools the plugins found contribute (`bertlab GROUP TOOL`).
+std::string plugin_tools_footer(const CommonOptions& common) {
+  try {
+    std::string out = "\nPlugin tools (bertlab GROUP TOOL --help):\n";
+    with_plugin_host([&](PluginHost& host) -> int {
+      load_plugins(host, common);
+      for (const auto& t : host.registry().tools()) {
+        out += fmt::format("  {:<28}{}\n", t.group + " " + t.name, t.description);
+      }
+      return 0;
+    });
+    return out;
+  } catch (const std::exception& e) {
+    return fmt::format("\nPlugin tools: none listed ({})\n", error_text(e));
+  }
+}
+
 int dispatch(int argc, char** argv) {
   CLI::App app{"bertlab: BERT experiments on LibTorch, wired from TOML by plugins", "bertlab"};
   app.require_subcommand(1);
@@ -395,29 +414,19 @@ int dispatch(int argc, char** argv) {
 
   // `bertlab launch [--nproc N] [--master-port P] -- COMMAND...`: everything after `--` is the
   // ranks' command line, passed through untouched.
-  if (argc >= 2 && std::strcmp(argv[1], "launch") == 0) {
-    LaunchOptions options;
-    int i = 2;
-    for (; i < argc && std::strcmp(argv[i], "--") != 0; ++i) {
-      const std::string flag = argv[i];
-      if ((flag == "--nproc" || flag == "--master-port") && i + 1 < argc) {
-        const std::string value = argv[++i];
-        int parsed = 0;
-        try {
-          parsed = std::stoi(value);
-        } catch (const std::exception&) {
-          throw ConfigError(fmt::format("launch {}: '{}' is not an integer", flag, value));
-        }
-        (flag == "--nproc" ? options.nproc : options.master_port) = parsed;
-      } else {
-        throw ConfigError(fmt::format(
-            "launch: unknown argument '{}'; usage: bertlab launch [--nproc N] [--master-port P] "
-            "-- COMMAND...",
-            flag));
-      }
-    }
-    for (++i; i < argc; ++i) options.command.emplace_back(argv[i]);
-    return launch_processes(options);
+  LaunchOptions launch_options;
+  CLI::App* launch = app.add_subcommand(
+      "launch", "start N local processes as the ranks of one run, with torchrun's variables");
+  launch->add_option("--nproc", launch_options.nproc, "processes (ranks) to start")
+      ->capture_default_str();
+  launch->add_option("--master-port", launch_options.master_port,
+                     "rank 0's store port (MASTER_PORT); 0: a free one");
+  launch->add_option("command", launch_options.command,
+                     "after --: the ranks' program and arguments (bertlab: this executable)");
+
+  // `bertlab --help` lists the plugins' tools too.
+  if (argc < 2 || std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "-h") == 0) {
+    app.footer(plugin_tools_footer(common));
   }
 
   // `bertlab GROUP TOOL ...`: tools contributed by plugins; `bertlab bench NAME` too, for a
@@ -489,6 +498,7 @@ int dispatch(int argc, char** argv) {
     return cmd_gradcheck(common, file, sets, variants, output_dir, options);
   }
   if (tokenize->parsed()) return cmd_tokenize(vocab, no_lower_case, ids);
+  if (launch->parsed()) return launch_processes(launch_options);
   if (compare->parsed()) {
     compare_options.runs.assign(compare_runs_args.begin(), compare_runs_args.end());
     if (!compare_output.empty()) compare_options.output = fs::path(compare_output);

@@ -27,7 +27,7 @@
 #include <utility>
 #include <vector>
 
-#include "comm/gloo_communicator.h"
+#include "comm/rendezvous_store.h"
 
 namespace bertlab {
 
@@ -127,8 +127,8 @@ class C10dCommunicator final : public Communicator {
     try {
       group_ = make_group();
     } catch (const std::exception& e) {
-      throw Error(fmt::format("[comm] rank {} of {}: joining the {} group failed: {}", rank,
-                              world_size, backend_, error_text(e)));
+      throw CommError(fmt::format("[comm] rank {} of {}: joining the {} group failed: {}", rank,
+                                  world_size, backend_, error_text(e)));
     }
     presence_ = std::make_unique<detail::RankPresence>(store, rank, world_size);
   }
@@ -216,11 +216,12 @@ class C10dCommunicator final : public Communicator {
     v = sizes.data_ptr<int64_t>();
     bool same = true;
     for (int i = 0; i < 3; ++i) same = same && v[i] == mine[i] && -v[3 + i] == mine[i];
-    BERTLAB_CHECK(same,
-                  "[comm] rank {} of {}: the ranks disagree on the size of a {}: this rank passes "
-                  "{} tensor(s) of {} elements, the ranks pass {} to {} tensors of {} to {} "
-                  "elements (are all ranks running the same model and configuration?)",
-                  rank_, world_size_, what, mine[0], mine[1], -v[3], v[0], -v[4], v[1]);
+    BERTLAB_CHECK_AS(
+        CommError, same,
+        "[comm] rank {} of {}: the ranks disagree on the size of a {}: this rank passes "
+        "{} tensor(s) of {} elements, the ranks pass {} to {} tensors of {} to {} "
+        "elements (are all ranks running the same model and configuration?)",
+        rank_, world_size_, what, mine[0], mine[1], -v[3], v[0], -v[4], v[1]);
   }
 
   /// Waits with the timeout: a blocking wait for Gloo and for NCCL alike (c10d's NCCL work
@@ -229,9 +230,9 @@ class C10dCommunicator final : public Communicator {
     try {
       work->wait(timeout_);
     } catch (const std::exception& e) {
-      throw Error(fmt::format("[comm] rank {} of {}: {} failed or timed out after {} ms: {}; {}",
-                              rank_, world_size_, what, timeout_.count(),
-                              presence_->ranks_that_left(), error_text(e)));
+      throw CommError(fmt::format(
+          "[comm] rank {} of {}: {} failed or timed out after {} ms: {}; {}", rank_, world_size_,
+          what, timeout_.count(), presence_->ranks_that_left(), error_text(e)));
     }
   }
 

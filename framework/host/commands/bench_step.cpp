@@ -1,5 +1,4 @@
-// `bertlab bench step` and `bertlab bench gemm`: a BERT training step timed by phase, and the
-// machine's matrix-product rate.
+// `bertlab bench step`: a BERT training step timed by phase.
 
 #include "commands/bench_step.h"
 
@@ -27,11 +26,11 @@
 #include <optional>
 #include <thread>
 
-#include "comm/gloo_communicator.h"
 #include "runtime/plugin_host.h"
 #include "runtime/threads.h"
 #include "train/overlap_reducer.h"
 #include "train/precision.h"
+#include "train/replica_group.h"
 
 namespace bertlab {
 
@@ -182,14 +181,8 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
     models.back()->to(device);
   }
   Phases phases;  // rank 0's
-  std::vector<std::string> errors(static_cast<size_t>(world));
-  auto store = RendezvousStore::in_process();
 
-  auto run_rank = [&](int rank) {
-    std::unique_ptr<Communicator> comm =
-        world == 1 ? make_local_communicator()
-                   : make_gloo_communicator(*store, rank, world, std::chrono::seconds(600),
-                                            GlooBinding{}, device);
+  auto run_rank = [&](int rank, Communicator& comm) {
     torch::nn::Module& model = *models[static_cast<size_t>(rank)];
     std::unique_ptr<Strategy> strategy = strategy_c.strategy_factory(strategy_view);
     std::unique_ptr<Optimizer> optimizer =
@@ -201,7 +194,7 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
     optimizer->init(parameters, OptimizerContext{o.steps + 1});
     std::unique_ptr<OverlapReducer> overlap;
     if (world > 1 && strategy->overlap_bucket_mb() > 0) {
-      overlap = std::make_unique<OverlapReducer>(model, *comm, strategy->overlap_bucket_mb());
+      overlap = std::make_unique<OverlapReducer>(model, comm, strategy->overlap_bucket_mb());
     }
     Batch batch = make_batch(o, rows, 1000 + static_cast<uint64_t>(rank));
     for (auto& [name, t] : batch) t = t.to(device);
@@ -215,7 +208,7 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
       sync();
       const auto t0 = Clock::now();
       model.zero_grad(/*set_to_none=*/true);
-      comm->reset_traffic();
+      comm.reset_traffic();
       LossOutput out;
       {
         AutocastScope autocast(precision.autocast_dtype(), device);
@@ -237,7 +230,7 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
         overlap_stats = overlap->finish();
         overlap->mark_averaged(grads);
       }
-      strategy->reduce_gradients(grads, *comm);
+      strategy->reduce_gradients(grads, comm);
       sync();
       const auto t3 = Clock::now();
       optimizer->step(grads, step);
@@ -249,37 +242,14 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
         phases.backward.push_back(seconds(t1, t2));
         phases.comm.push_back(seconds(t2, t3));
         phases.optimizer.push_back(seconds(t3, t4));
-        phases.dense_bytes = comm->traffic_bytes(Traffic::kDense);
-        phases.sparse_bytes = comm->traffic_bytes(Traffic::kSparse);
+        phases.dense_bytes = comm.traffic_bytes(Traffic::kDense);
+        phases.sparse_bytes = comm.traffic_bytes(Traffic::kSparse);
         phases.overlap = overlap_stats;
       }
     }
   };
-  if (world == 1) {
-    run_rank(0);
-  } else {
-    // As in training: each thread rank draws its dropout from its own generator.
-    std::vector<at::Generator> generators;
-    {
-      at::Generator seeded = at::detail::getDefaultCPUGenerator();
-      std::lock_guard<std::mutex> lock(seeded.mutex());
-      for (int r = 0; r < world; ++r) generators.push_back(seeded.clone());
-    }
-    std::vector<std::thread> threads;
-    threads.reserve(static_cast<size_t>(world));
-    for (int r = 0; r < world; ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          ReplicaGeneratorScope draws(generators[static_cast<size_t>(r)]);
-          run_rank(r);
-        } catch (const std::exception& e) {
-          errors[static_cast<size_t>(r)] = e.what();
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    for (const auto& e : errors) BERTLAB_CHECK(e.empty(), "bench step: {}", e);
-  }
+  // As in training: thread ranks, each drawing its dropout from its own generator.
+  run_thread_ranks(world, std::chrono::seconds(600), device, run_rank);
 
   const double step_s = median(phases.step);
   const double total =
@@ -328,33 +298,6 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   }
   j["encoder_gflop_per_step"] = flops / 1e9;
   j["achieved_gflops"] = flops / step_s / 1e9;
-  std::cout << j.dump() << "\n";
-  return 0;
-}
-
-int bench_gemm(const GemmBenchOptions& o) {
-  if (o.size < 1 || o.iterations < 1 || o.threads < 1) {
-    throw ConfigError(
-        fmt::format("bench gemm: --size, --iters and --threads must be >= 1, got {}, {}, {}",
-                    o.size, o.iterations, o.threads));
-  }
-  set_compute_threads(o.threads);
-  at::manual_seed(0);
-  const at::Tensor a = at::randn({o.size, o.size});
-  const at::Tensor b = at::randn({o.size, o.size});
-  at::Tensor c = at::empty({o.size, o.size});
-  std::vector<double> rates;
-  for (int i = 0; i <= o.iterations; ++i) {
-    const auto t0 = Clock::now();
-    at::mm_out(c, a, b);
-    const double s = seconds(t0, Clock::now());
-    if (i > 0) rates.push_back(2.0 * std::pow(static_cast<double>(o.size), 3) / s / 1e9);
-  }
-  nlohmann::ordered_json j;
-  j["size"] = o.size;
-  j["threads"] = o.threads;
-  j["gflops"] = median(rates);
-  j["blas"] = blas_description();
   std::cout << j.dump() << "\n";
   return 0;
 }

@@ -1,7 +1,6 @@
 #pragma once
 // `bertlab bench step`: one training step of BERT with the SQuAD span head on random token ids
-// (AdamWeightDecay, clipping at 1.0), timed by phase; and `bertlab bench gemm`, the machine's
-// matrix-product rate, to put the step's FLOP rate in proportion.
+// (AdamWeightDecay, clipping at 1.0), timed by phase.
 
 #include <cstdint>
 #include <string>
@@ -42,30 +41,5 @@ struct StepBenchOptions {
 /// (forward, backward, communication: the all-reduce time not hidden behind backward, optimizer),
 /// the model's FLOPs per step and their rate.
 int bench_step(const PluginHost& host, const StepBenchOptions& options);
-
-struct GemmBenchOptions {
-  int64_t size = 1024;  ///< square float32 matrices
-  int threads = 1;
-  int iterations = 10;  ///< timed products, after one warm-up
-};
-
-/// Prints one JSON line: gflops (median over the products) at the thread count.
-int bench_gemm(const GemmBenchOptions& options);
-
-}  // namespace bertlab
-
-namespace bertlab {
-
-struct TokenizeBenchOptions {
-  std::string vocab_file;
-  std::string input;  ///< a text file, tokenized line by line
-  bool do_lower_case = true;
-  int threads = 0;  ///< the parallel run's threads; 0: one per core
-  int repeats = 3;  ///< best of
-};
-
-/// Prints one JSON line: MB/s and tokens/s of FullTokenizer on one thread and on `threads`
-/// threads (lines split among them), best of `repeats`.
-int bench_tokenize(const TokenizeBenchOptions& options);
 
 }  // namespace bertlab

@@ -13,7 +13,7 @@
 #include <sstream>
 #include <thread>
 
-#include "commands/bench_step.h"
+#include "commands/bench_tokenize.h"
 
 namespace bertlab {
 

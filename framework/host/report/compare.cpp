@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <set>
 
+#include "report/comparison.h"
 #include "report/report.h"
 #include "report/run_outputs.h"
-#include "train/runner.h"
 
 namespace bertlab {
 

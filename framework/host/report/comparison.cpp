@@ -1,12 +1,12 @@
 // comparison.md and comparison.csv: one row per variant.
 
+#include "report/comparison.h"
+
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
-
-#include "train/runner.h"
 
 namespace bertlab {
 

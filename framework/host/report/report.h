@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "report/comparison.h"
 #include "report/run_outputs.h"
-#include "train/runner.h"
 
 namespace bertlab {
 

@@ -41,6 +41,15 @@ class DataError : public Error {
   using Error::Error;
 };
 
+/// Communication between ranks failed: the rendezvous, a collective, a rank that stopped or
+/// timed out, ranks that disagree (exit code 1). Messages start with "[comm] rank R of N". When
+/// thread ranks fail together, the host reports a rank's own error before the CommErrors of the
+/// ranks that then waited for it in vain.
+class CommError : public Error {
+ public:
+  using Error::Error;
+};
+
 /// SIGINT or SIGTERM stopped a run after a step (and its checkpoint); main() exits 128 + signal.
 class Interrupted : public Error {
  public:

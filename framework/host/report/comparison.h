@@ -1,0 +1,50 @@
+#pragma once
+// The comparison of an experiment's variants: what each produced (VariantResult) and the table
+// of comparison.md and comparison.csv.
+
+#include <ATen/core/Tensor.h>
+#include <bertlab/task.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "config/experiment.h"
+
+namespace bertlab {
+
+/// What one variant produced, for the comparison table.
+struct VariantResult {
+  std::string name;
+  std::filesystem::path dir;         ///< runs/<experiment>/<variant>/
+  int64_t steps = 0;                 ///< optimizer steps taken
+  double final_loss = 0.0;           ///< mean training loss over the last logging window
+  Metrics eval_metrics;              ///< empty when do_eval is false
+  double examples_per_second = 0.0;  ///< training throughput over the whole run
+  double wall_time_s = 0.0;          ///< data preparation, training and evaluation
+  std::map<std::string, at::Tensor> final_parameters;  ///< CPU copies, for the comparison
+};
+
+/// The comparison: one row per variant (name, steps, final loss, eval metrics, throughput,
+/// wall time, largest parameter difference from the reference).
+struct ComparisonTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+ComparisonTable comparison_table(const ResolvedExperiment& experiment,
+                                 const std::vector<VariantResult>& results);
+
+/// comparison.md / comparison.csv contents from the results (the reference may be absent).
+std::string comparison_markdown(const ResolvedExperiment& experiment,
+                                const std::vector<VariantResult>& results);
+std::string comparison_csv(const ResolvedExperiment& experiment,
+                           const std::vector<VariantResult>& results);
+
+/// Largest absolute element difference between two parameter sets, or nullopt when their
+/// names or shapes differ.
+std::optional<double> max_parameter_difference(const std::map<std::string, at::Tensor>& a,
+                                               const std::map<std::string, at::Tensor>& b);
+
+}  // namespace bertlab

@@ -1,0 +1,216 @@
+// A rank's training loop, put together from its parts: batch source, step, agreement check, log,
+// stop signal, checkpoints.
+
+#include "train/train_loop.h"
+
+#include <ATen/core/Generator.h>
+#include <bertlab/error.h>
+#include <bertlab/log.h>
+#include <bertlab/optimizer.h>
+#include <bertlab/random.h>
+#include <bertlab/strategy.h>
+#include <fmt/format.h>
+#include <torch/nn/module.h>
+
+#include <csignal>
+#include <mutex>
+#include <string>
+
+#include "train/batch_source.h"
+#include "train/overlap_reducer.h"
+#include "train/precision.h"
+#include "train/process_group.h"
+#include "train/replica_group.h"
+#include "train/stop_signal.h"
+#include "train/train_log.h"
+#include "train/train_step.h"
+
+namespace bertlab {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+/// A rank's own strategy and optimizer (resumed with the run), and the overlap of all-reduce
+/// with backward when the strategy asks for it.
+struct RankComponents {
+  std::unique_ptr<Strategy> strategy;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<OverlapReducer> overlap;
+  LossScaler scaler;
+};
+
+std::unique_ptr<RankComponents> make_components(const TrainLoop& loop, torch::nn::Module& model,
+                                                Communicator& comm) {
+  const ResolvedVariant& variant = *loop.variant;
+  auto c = std::unique_ptr<RankComponents>(
+      new RankComponents{variant.strategy.component->strategy_factory(variant.strategy.options),
+                         variant.optimizer.component->optimizer_factory(variant.optimizer.options),
+                         nullptr, LossScaler(loop.options->precision)});
+  std::vector<NamedTensor> parameters;
+  for (const auto& item : model.named_parameters(true)) {
+    parameters.push_back({item.key(), item.value()});
+  }
+  c->optimizer->init(parameters, OptimizerContext{loop.num_train_steps});
+  if (comm.world_size() > 1 && c->strategy->overlap_bucket_mb() > 0) {
+    c->overlap = std::make_unique<OverlapReducer>(model, comm, c->strategy->overlap_bucket_mb());
+  }
+  if (loop.resume != nullptr) {
+    c->optimizer->load_state_dict(loop.resume->optimizer);
+    // fp16's dynamic loss scale; every rank's stays the same (they see the same averaged grads).
+    if (c->scaler.enabled()) {
+      c->scaler.restore(loop.resume->state.loss_scale,
+                        loop.resume->state.loss_scale_growth_tracker);
+    }
+  }
+  return c;
+}
+
+StepContext step_context(const TrainLoop& loop, RankComponents& c, torch::nn::Module& model,
+                         Communicator& comm) {
+  const RunOptions& o = *loop.options;
+  StepContext ctx;
+  ctx.task = loop.task;
+  ctx.model = &model;
+  ctx.strategy = c.strategy.get();
+  ctx.optimizer = c.optimizer.get();
+  ctx.comm = &comm;
+  ctx.overlap = c.overlap.get();
+  ctx.scaler = &c.scaler;
+  ctx.split =
+      BatchSplit{loop.batch_size, o.gradient_accumulation_steps, comm.world_size(), comm.rank()};
+  ctx.device = loop.device;
+  ctx.autocast_dtype = o.precision.autocast_dtype();
+  ctx.seed = o.seed;
+  ctx.per_example_dropout = o.per_example_dropout;
+  ctx.global_loss_normalization = o.global_loss_normalization;
+  ctx.skip_nonfinite = o.skip_nonfinite;
+  if (comm.rank() == 0 && loop.hooks->on_averaged) ctx.on_averaged = loop.hooks->on_averaged;
+  return ctx;
+}
+
+/// A resumable checkpoint after `done` steps (rank 0).
+void save_checkpoint(const TrainLoop& loop, int64_t done, const TrainLog& log, double train_seconds,
+                     const RankComponents& c, const BatchSource& source,
+                     const torch::nn::Module& model) {
+  TrainState state;
+  state.step = done;
+  log.fill(state);
+  state.train_seconds = train_seconds;
+  state.loss_scale = c.scaler.scale();
+  state.loss_scale_growth_tracker = c.scaler.growth_tracker();
+  state.data_position = source.position();
+  {
+    // This rank's draws (dropout); every rank's generator is in the same state.
+    at::Generator generator = replica_generator();
+    std::lock_guard<std::mutex> lock(generator.mutex());
+    state.rng_state = generator.get_state();
+  }
+  save_train_checkpoint(loop.dir / "checkpoints", state, model, *c.optimizer,
+                        loop.variant->resolved_toml, loop.options->keep_checkpoint_max);
+}
+
+TrainLog::Setup log_setup(const TrainLoop& loop, const RankComponents& c, bool leader) {
+  TrainLog::Setup s;
+  s.dir = loop.dir;
+  s.variant = loop.variant->name;
+  s.num_train_steps = loop.num_train_steps;
+  s.num_examples = loop.task->num_train_examples();
+  s.batch_size = loop.batch_size;
+  s.log_every = loop.options->log_every_steps;
+  s.run_start = loop.start;
+  s.leader = leader;
+  s.write = leader && loop.write_files;
+  s.overlap = c.overlap != nullptr;
+  return s;
+}
+
+/// One rank's training loop (docs/architecture.md, "One training step"). Rank 0 also logs and
+/// writes metrics.jsonl and checkpoints. Every rank holds identical parameters after each step.
+TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communicator& comm) {
+  const int rank = comm.rank();
+  const bool write = rank == 0 && loop.write_files;
+  const auto c = make_components(loop, model, comm);
+  const TrainState* resumed = loop.resume != nullptr ? &loop.resume->state : nullptr;
+  const int64_t first_step = resumed != nullptr ? resumed->step : 0;
+  const StepContext ctx = step_context(loop, *c, model, comm);
+  const auto source = make_batch_source(*loop.task, ctx.split, loop.options->seed, first_step,
+                                        resumed != nullptr ? resumed->data_position : "");
+  TrainLog log(log_setup(loop, *c, rank == 0), resumed, first_step);
+  const double earlier_seconds = resumed != nullptr ? resumed->train_seconds : 0.0;
+  const int64_t save_every = loop.write_files ? loop.options->save_checkpoints_steps : 0;
+  const int64_t check_every = loop.options->check_every_steps;
+  auto checkpoint = [&](int64_t done) {
+    save_checkpoint(loop, done, log, earlier_seconds + log.seconds(), *c, *source, model);
+  };
+  TrainOutcome outcome;
+  outcome.steps = first_step;
+  model.train();
+  for (int64_t step = first_step; step < loop.stop_after; ++step) {
+    const auto t_data = Clock::now();
+    const std::vector<Batch> micro_batches = source->next_step(loop.device);
+    const double data_s = seconds_since(t_data);
+    const StepResult r = train_step(ctx, micro_batches, step);
+    if (comm.world_size() > 1 && ((step + 1) % check_every == 0 || step + 1 == loop.stop_after)) {
+      check_replicas_agree(model, comm, step + 1);
+    }
+    outcome.steps = step + 1;
+    log.record(step, r, data_s);
+    if (rank == 0 && loop.hooks->on_loss) loop.hooks->on_loss(step, r.loss);
+    // A signal stops every rank after the same step (rank 0 then writes a checkpoint).
+    const bool stopping = ranks_agree_to_stop(comm) && step + 1 < loop.stop_after;
+    const int signal = stop_signal_received() != 0 ? stop_signal_received() : SIGTERM;
+    if (stopping && !write) {
+      throw Interrupted(fmt::format("bertlab: {}: rank {} stopped after step {}",
+                                    signal_name(signal), rank, step + 1),
+                        signal);
+    }
+    if (!write) continue;
+    log.write_step(step, r, c->scaler.enabled() ? c->scaler.scale() : 0.0);
+    const bool due = save_every > 0 && (step + 1) % save_every == 0;
+    if (due || stopping) checkpoint(step + 1);
+    const std::string where = train_checkpoint_dir(loop.dir / "checkpoints", step + 1).string();
+    if (due) log_info("train", "step {}: checkpoint {}", step + 1, where);
+    if (stopping) {
+      log.abandon();  // metrics.jsonl.partial stays: the steps done so far
+      throw Interrupted(
+          fmt::format("bertlab: {} during variant '{}': stopped after step {} of {}; checkpoint "
+                      "{}; run the same command with --resume to continue",
+                      signal_name(signal), loop.variant->name, step + 1, loop.num_train_steps,
+                      where),
+          signal);
+    }
+  }
+  outcome.train_seconds = earlier_seconds + log.seconds();
+  outcome.final_loss = log.final_loss();
+  if (write) log.finish();
+  return outcome;
+}
+
+}  // namespace
+
+TrainOutcome train_replicas(const TrainLoop& loop,
+                            const std::vector<std::shared_ptr<torch::nn::Module>>& models) {
+  const int world = static_cast<int>(models.size());
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(loop.options->timeout_s * 1000.0));
+  TrainOutcome outcome;
+  run_thread_ranks(world, timeout, loop.device, [&](int rank, Communicator& comm) {
+    TrainOutcome mine = train_rank(loop, *models[static_cast<size_t>(rank)], comm);
+    if (rank == 0) outcome = mine;
+  });
+  return outcome;
+}
+
+TrainOutcome train_process_rank(const TrainLoop& loop, torch::nn::Module& model,
+                                const ProcessRank& process, const std::string& group_name) {
+  auto comm = join_process_group(process, *loop.options, loop.device, loop.variant->resolved_toml,
+                                 group_name);
+  return train_rank(loop, model, *comm);
+}
+
+}  // namespace bertlab
