@@ -43,8 +43,8 @@ vocab=tests/data/vocab/bert-base-uncased/vocab.txt
 
 log() { echo "[bench] $*" >&2; }
 
-tiny="--hidden_size 128 --num_hidden_layers 2 --num_attention_heads 2 --intermediate_size 512 --batch 8 --seq 128 --steps 20"
-base="--hidden_size 768 --num_hidden_layers 12 --num_attention_heads 12 --intermediate_size 3072 --batch 4 --seq 128 --steps 3"
+tiny="--hidden-size 128 --num-hidden-layers 2 --num-attention-heads 2 --intermediate-size 512 --batch 8 --seq 128 --steps 20"
+base="--hidden-size 768 --num-hidden-layers 12 --num-attention-heads 12 --intermediate-size 3072 --batch 4 --seq 128 --steps 3"
 
 # One step configuration: "NAME|IMPL|ARGS|THREADS"; each line it prints is tagged with NAME.
 step() {
@@ -69,10 +69,10 @@ for r in $(seq "$repeats"); do
   for t in 1 2; do
     step "tiny" pytorch "$tiny" $t
     step "tiny" bertlab "$tiny" $t
-    step "tiny" bertlab "$tiny --sparse_embeddings" $t
+    step "tiny" bertlab "$tiny --sparse-embeddings" $t
   done
   step "tiny" bertlab "$tiny --strategy mirrored --replicas 2" 1
-  step "tiny" bertlab "$tiny --strategy sparse_allgather --replicas 2 --sparse_embeddings" 1
+  step "tiny" bertlab "$tiny --strategy sparse_allgather --replicas 2 --sparse-embeddings" 1
 done
 for r in $(seq $(( (repeats + 1) / 2 ))); do
   wanted base || break
@@ -81,23 +81,23 @@ for r in $(seq $(( (repeats + 1) / 2 ))); do
     step "base" pytorch "$base" $t
     step "base" bertlab "$base" $t
   done
-  step "base" bertlab "$base --sparse_embeddings" 1
+  step "base" bertlab "$base --sparse-embeddings" 1
 done
 
 if wanted dropout; then
   log "dropout masks: per_example vs replica, one process each round (tiny BERT, dropout 0.1)"
   for r in $(seq "$repeats"); do
-    "$bin" bench step $tiny --threads 1 --dropout_rng both >> "$out/dropout.jsonl" 2> /dev/null
-    "$bin" bench step $tiny --threads 1 --strategy mirrored --replicas 2 --dropout_rng both \
+    "$bin" bench step $tiny --threads 1 --dropout-rng both >> "$out/dropout.jsonl" 2> /dev/null
+    "$bin" bench step $tiny --threads 1 --strategy mirrored --replicas 2 --dropout-rng both \
       >> "$out/dropout.jsonl" 2> /dev/null
   done
 fi
 
 if wanted bytes; then
   log "word-embedding bytes: mirrored vs sparse_allgather (vocab 30522 x 768, batch 32 x 128, 2 replicas)"
-  bytes="--hidden_size 768 --num_hidden_layers 1 --num_attention_heads 12 --intermediate_size 3072 --batch 32 --seq 128 --steps 1"
+  bytes="--hidden-size 768 --num-hidden-layers 1 --num-attention-heads 12 --intermediate-size 3072 --batch 32 --seq 128 --steps 1"
   "$bin" bench step $bytes --strategy mirrored --replicas 2 > "$out/bytes_mirrored.json" 2> /dev/null
-  "$bin" bench step $bytes --strategy sparse_allgather --replicas 2 --sparse_embeddings \
+  "$bin" bench step $bytes --strategy sparse_allgather --replicas 2 --sparse-embeddings \
     > "$out/bytes_sparse.json" 2> /dev/null
 fi
 

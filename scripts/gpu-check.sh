@@ -57,13 +57,13 @@ if BUILD_DIR="$build" JOBS=${JOBS:-$(nproc)} \
     --output-dir "$out/gradcheck" || failed+=(gradcheck-averaging)
 
   stage "dropout masks on the GPU: per-example against replica, BERT-Base 32 x 128"
-  line=$("$bin" bench step --hidden_size 768 --num_hidden_layers 12 --num_attention_heads 12 \
-    --intermediate_size 3072 --batch 32 --seq 128 --steps 10 --device cuda --precision bf16 \
-    --dropout 0.1 --dropout_rng both) && echo "$line" | tee -a "$results" ||
+  line=$("$bin" bench step --hidden-size 768 --num-hidden-layers 12 --num-attention-heads 12 \
+    --intermediate-size 3072 --batch 32 --seq 128 --steps 10 --device cuda --precision bf16 \
+    --dropout 0.1 --dropout-rng both) && echo "$line" | tee -a "$results" ||
     failed+=(bench-dropout)
 
   stage "step benchmarks: BERT-Base, SQuAD 32 x 384 and pretraining-size 64 x 128"
-  base="--hidden_size 768 --num_hidden_layers 12 --num_attention_heads 12 --intermediate_size 3072"
+  base="--hidden-size 768 --num-hidden-layers 12 --num-attention-heads 12 --intermediate-size 3072"
   for shape in "32 384" "64 128"; do
     set -- $shape
     for precision in bf16 fp32; do

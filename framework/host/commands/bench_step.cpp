@@ -102,7 +102,7 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
     if (!ok) throw ConfigError("bench step: " + message);
   };
   check(o.dropout_rng == "per_example" || o.dropout_rng == "replica" || o.dropout_rng == "both",
-        fmt::format("--dropout_rng must be per_example, replica or both, got {}", o.dropout_rng));
+        fmt::format("--dropout-rng must be per_example, replica or both, got {}", o.dropout_rng));
   if (o.dropout_rng == "both") {
     // The two modes one after the other in this process, each with its own warm-up.
     for (const char* mode : {"replica", "per_example"}) {
@@ -159,14 +159,14 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   };
   if (o.overlap_backward) {
     check(declares("overlap_backward"),
-          fmt::format("--overlap_backward: the {} strategy has no overlap_backward option; use "
+          fmt::format("--overlap-backward: the {} strategy has no overlap_backward option; use "
                       "mirrored or sparse_allgather",
                       o.strategy));
     strategy_values["overlap_backward"] = true;
   }
   if (o.bucket_mb > 0) {
     check(declares("bucket_mb"),
-          fmt::format("--bucket_mb: the {} strategy has no bucket_mb option", o.strategy));
+          fmt::format("--bucket-mb: the {} strategy has no bucket_mb option", o.strategy));
     strategy_values["bucket_mb"] = o.bucket_mb;
   }
   const ConfigView strategy_view("strategy", strategy_c.spec.options, strategy_values);
