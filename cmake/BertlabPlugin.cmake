@@ -20,8 +20,11 @@ function(bertlab_add_plugin name)
   target_compile_features(${name} PRIVATE cxx_std_17)
   target_compile_options(${name} PRIVATE -Wall -Wextra)
   # Every symbol a plugin uses resolves in the SDK, libtorch or its own LIBRARIES: a plugin
-  # that reached for a host function (the runner, the reports) would not link.
-  target_link_options(${name} PRIVATE -Wl,--no-undefined)
+  # that reached for a host function (the runner, the reports) would not link. Not in sanitized
+  # builds: their shared libraries leave the sanitizer runtime to the executable.
+  if(NOT BERTLAB_SANITIZE)
+    target_link_options(${name} PRIVATE -Wl,--no-undefined)
+  endif()
   set(out_dir "${ARG_OUTPUT_DIR}")
   if(NOT out_dir)
     if(DEFINED BERTLAB_PLUGIN_OUTPUT_DIR)
