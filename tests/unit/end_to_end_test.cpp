@@ -168,6 +168,16 @@ TEST(EndToEndValidation, ValidatePrintsEveryResolvedVariant) {
   EXPECT_NE(r.out.find("2 variant(s) valid"), std::string::npos) << r.out;
 }
 
+// One value per --set and --variant: the experiment file after them is still the positional.
+TEST(EndToEndValidation, FlagsBeforeTheFileTakeOneValueEach) {
+  auto r = run_bertlab({"validate", "--set", "optimizer.learning_rate=1e-4", "--variant", "sparse",
+                        data_path("experiments/overfit.toml").string()});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("learning_rate = 0.0001\n"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("# variant 'dense'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 variant(s) valid"), std::string::npos) << r.out;
+}
+
 TEST(EndToEndTokenize, ReproducesTheReferenceIdsOfAll46Strings) {
   const std::string inp = read_file(data_path("tokenizer/ggml-vocab-bert-bge.gguf.inp"));
   const std::string sep = "\n__ggml_vocab_test__\n";

@@ -86,6 +86,20 @@ TEST(PluginLoader, LoadsAnOutOfTreePluginFromPluginDirAndEnvironment) {
   EXPECT_EQ(tool.out, "a\nb\n");
 }
 
+// The host's flags anywhere before `--`, one value each; everything else goes to the tool in order.
+TEST(PluginLoader, ToolsTakeTheHostFlagsAnywhereAndKeepTheirArguments) {
+  auto before = run_bertlab({"testtool", "--plugin-dir", case_dir("good"), "echo", "a", "b"});
+  ASSERT_EQ(before.exit_code, 0) << before.err;
+  EXPECT_EQ(before.out, "a\nb\n");
+  auto flags = run_bertlab(
+      {"testtool", "echo", "--x=1", "--plugin-dir", case_dir("good"), "-n", "--", "--plugin-dir"});
+  ASSERT_EQ(flags.exit_code, 0) << flags.err;
+  EXPECT_EQ(flags.out, "--x=1\n-n\n--\n--plugin-dir\n");
+  auto missing = run_bertlab({"testtool", "echo", "--plugin-dir"});
+  EXPECT_EQ(missing.exit_code, 2) << missing.err;
+  EXPECT_NE(missing.err.find("bertlab testtool: --plugin-dir"), std::string::npos) << missing.err;
+}
+
 struct BrokenCase {
   const char* name;
   const char* message;  // expected after "<file>: "

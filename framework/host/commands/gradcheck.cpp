@@ -9,15 +9,19 @@
 #include <bertlab/io/atomic_file.h>
 #include <bertlab/log.h>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "commands/commands.h"
+#include "runtime/plugin_host.h"
 #include "runtime/process_rank.h"
 #include "train/runner.h"
 
@@ -365,18 +369,15 @@ std::vector<std::string> compare_baseline(const nlohmann::json& baseline,
   return problems;
 }
 
-}  // namespace
-
-int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& options) {
-  BERTLAB_CHECK_AS(ConfigError, options.steps >= 1, "--steps: must be >= 1, got {}", options.steps);
-  // Before training: what besides averaging can make a variant differ from the reference.
+/// What besides the averaging makes each variant differ from the reference (logged on rank 0).
+std::map<std::string, std::vector<std::string>> log_causes(const ResolvedExperiment& experiment) {
   const ResolvedVariant* reference = nullptr;
   for (const auto& v : experiment.variants) {
     if (v.name == experiment.reference) reference = &v;
   }
   std::map<std::string, std::vector<std::string>> causes;
+  if (reference == nullptr) return causes;
   for (const auto& v : experiment.variants) {
-    if (reference == nullptr) break;
     causes[v.name] = causes_of_difference(v, *reference);
     if (!causes[v.name].empty() && !is_secondary_process()) {
       log_info("gradcheck",
@@ -384,6 +385,71 @@ int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& 
                v.name, reference->name, fmt::join(causes[v.name], "; "));
     }
   }
+  return causes;
+}
+
+/// gradcheck.json: the experiment and each variant's differences and verdict.
+nlohmann::ordered_json rows_json(const ResolvedExperiment& experiment, const std::vector<Row>& rows,
+                                 int64_t steps) {
+  nlohmann::ordered_json json;
+  json["experiment"] = experiment.name;
+  json["reference"] = experiment.reference;
+  json["steps"] = steps;
+  for (const auto& r : rows) {
+    nlohmann::ordered_json j;
+    j["expect"] = r.expect;
+    j["dense_grad"] = difference_json(r.dense_grad);
+    j["sparse_grad"] = difference_json(r.sparse_grad);
+    j["params"] = difference_json(r.params);
+    j["embedding_grad_ratio"] = std::isnan(r.embedding_ratio)
+                                    ? nlohmann::ordered_json(nullptr)
+                                    : nlohmann::ordered_json(r.embedding_ratio);
+    j["causes"] = r.causes;
+    j["match"] = r.match;
+    j["result"] = r.pass ? "PASS" : "FAIL";
+    json["variants"][r.variant] = j;
+  }
+  return json;
+}
+
+/// Writes gradcheck.md and gradcheck.json and prints the table.
+void write_report(const ResolvedExperiment& experiment, const std::vector<Row>& rows,
+                  int64_t steps) {
+  const fs::path dir = experiment.output_dir / experiment.name;
+  const std::string md = table_markdown(experiment, rows, steps);
+  write_file_atomic(dir / "gradcheck.md", md);
+  write_file_atomic(dir / "gradcheck.json", rows_json(experiment, rows, steps).dump(2) + "\n");
+  std::cout << md << "\nWritten to " << (dir / "gradcheck.md").string() << " and "
+            << (dir / "gradcheck.json").string() << "\n";
+}
+
+/// Whether the run's numbers match the baseline file's (printing each difference).
+bool check_baseline(const fs::path& file, const nlohmann::ordered_json& numbers,
+                    const ResolvedExperiment& experiment, int64_t steps) {
+  std::ifstream in(file);
+  BERTLAB_CHECK_AS(ConfigError, in.good(), "--baseline {}: cannot read", file.string());
+  nlohmann::json baseline;
+  try {
+    baseline = nlohmann::json::parse(in);
+  } catch (const std::exception& e) {
+    throw ConfigError(
+        fmt::format("--baseline {}: not a gradcheck baseline: {}", file.string(), e.what()));
+  }
+  BERTLAB_CHECK_AS(ConfigError, baseline.value("steps", int64_t{0}) == steps,
+                   "--baseline {}: recorded with {} steps; run with --steps {}", file.string(),
+                   baseline.value("steps", int64_t{0}), baseline.value("steps", int64_t{0}));
+  auto problems = compare_baseline(baseline, numbers, experiment, file);
+  for (const auto& p : problems) std::cout << "baseline: " << p << "\n";
+  if (problems.empty()) std::cout << "Baseline " << file.string() << ": every variant unchanged\n";
+  return problems.empty();
+}
+
+}  // namespace
+
+int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& options) {
+  BERTLAB_CHECK_AS(ConfigError, options.steps >= 1, "--steps: must be >= 1, got {}", options.steps);
+  // Before training: what besides averaging can make a variant differ from the reference.
+  std::map<std::string, std::vector<std::string>> causes = log_causes(experiment);
   std::map<std::string, Trace> traces;
   for (const auto& v : experiment.variants) {
     log_info("train", "gradcheck: variant '{}', {} steps", v.name, options.steps);
@@ -402,31 +468,7 @@ int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& 
   for (const auto& v : experiment.variants) {
     rows.push_back(compare(v.name, v, traces.at(v.name), ref_it->second, causes[v.name]));
   }
-
-  const fs::path dir = experiment.output_dir / experiment.name;
-  const std::string md = table_markdown(experiment, rows, options.steps);
-  nlohmann::ordered_json json;
-  json["experiment"] = experiment.name;
-  json["reference"] = experiment.reference;
-  json["steps"] = options.steps;
-  for (const auto& r : rows) {
-    nlohmann::ordered_json j;
-    j["expect"] = r.expect;
-    j["dense_grad"] = difference_json(r.dense_grad);
-    j["sparse_grad"] = difference_json(r.sparse_grad);
-    j["params"] = difference_json(r.params);
-    j["embedding_grad_ratio"] = std::isnan(r.embedding_ratio)
-                                    ? nlohmann::ordered_json(nullptr)
-                                    : nlohmann::ordered_json(r.embedding_ratio);
-    j["causes"] = r.causes;
-    j["match"] = r.match;
-    j["result"] = r.pass ? "PASS" : "FAIL";
-    json["variants"][r.variant] = j;
-  }
-  write_file_atomic(dir / "gradcheck.md", md);
-  write_file_atomic(dir / "gradcheck.json", json.dump(2) + "\n");
-  std::cout << md << "\nWritten to " << (dir / "gradcheck.md").string() << " and "
-            << (dir / "gradcheck.json").string() << "\n";
+  write_report(experiment, rows, options.steps);
 
   nlohmann::ordered_json numbers;
   for (const auto& v : experiment.variants) numbers[v.name] = baseline_entry(traces.at(v.name));
@@ -441,28 +483,48 @@ int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& 
   bool ok = true;
   for (const auto& r : rows) ok = ok && r.pass;
   if (options.baseline) {
-    std::ifstream in(*options.baseline);
-    BERTLAB_CHECK_AS(ConfigError, in.good(), "--baseline {}: cannot read",
-                     options.baseline->string());
-    nlohmann::json baseline;
-    try {
-      baseline = nlohmann::json::parse(in);
-    } catch (const std::exception& e) {
-      throw ConfigError(fmt::format("--baseline {}: not a gradcheck baseline: {}",
-                                    options.baseline->string(), e.what()));
-    }
-    BERTLAB_CHECK_AS(ConfigError, baseline.value("steps", int64_t{0}) == options.steps,
-                     "--baseline {}: recorded with {} steps; run with --steps {}",
-                     options.baseline->string(), baseline.value("steps", int64_t{0}),
-                     baseline.value("steps", int64_t{0}));
-    auto problems = compare_baseline(baseline, numbers, experiment, *options.baseline);
-    for (const auto& p : problems) std::cout << "baseline: " << p << "\n";
-    if (problems.empty()) {
-      std::cout << "Baseline " << options.baseline->string() << ": every variant unchanged\n";
-    }
-    ok = ok && problems.empty();
+    ok = check_baseline(*options.baseline, numbers, experiment, options.steps) && ok;
   }
   return ok ? 0 : 1;
+}
+
+namespace {
+
+struct GradcheckArgs {
+  ExperimentArgs experiment;
+  int64_t steps = 3;          ///< --steps
+  std::string save_baseline;  ///< --save-baseline FILE
+  std::string baseline;       ///< --baseline FILE
+};
+
+int gradcheck(const GradcheckArgs& args, const PluginOptions& plugins) {
+  GradcheckOptions options;
+  options.steps = args.steps;
+  if (!args.save_baseline.empty()) options.save_baseline = fs::path(args.save_baseline);
+  if (!args.baseline.empty()) options.baseline = fs::path(args.baseline);
+  return with_plugin_host([&](PluginHost& host) -> int {
+    load_plugins(host, plugins);
+    ResolvedExperiment experiment = load_experiment(host, args.experiment);
+    log_versions(host);
+    return run_gradcheck(experiment, options);
+  });
+}
+
+}  // namespace
+
+Command define_gradcheck_command(CLI::App& parent, PluginOptions& plugins) {
+  auto args = std::make_shared<GradcheckArgs>();
+  CLI::App* command = parent.add_subcommand(
+      "gradcheck", "compare every variant's gradients and parameters with the reference's");
+  add_experiment_args(*command, args->experiment, "check");
+  command->add_option("--steps", args->steps, "optimizer steps per variant (default 3)");
+  command->add_option("--output-dir", args->experiment.output_dir,
+                      "folder for gradcheck.md and gradcheck.json");
+  command->add_option("--save-baseline", args->save_baseline,
+                      "write per-step gradient norms, losses and parameter checksums here");
+  command->add_option("--baseline", args->baseline, "fail when the numbers differ from this file");
+  add_plugin_options(*command, plugins);
+  return {command, [args, &plugins] { return gradcheck(*args, plugins); }};
 }
 
 }  // namespace bertlab

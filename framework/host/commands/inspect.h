@@ -1,28 +1,14 @@
 #pragma once
 // `bertlab inspect CHECKPOINT`: format, tensor count, total parameters, and per tensor its name,
-// dtype and shape (with --stats: mean, std, min, max). `bertlab convert`: any checkpoint to
-// safetensors under bertlab (Hugging Face) or Google names.
+// dtype and shape (with --stats: mean, std, min, max).
 
 #include <filesystem>
-#include <optional>
 #include <ostream>
-#include <string>
 
 namespace bertlab {
 
 /// Prints the table for the checkpoint `path` names (any format); returns 0. Throws DataError
 /// for a file it cannot read.
 int inspect_checkpoint(const std::filesystem::path& path, bool stats, std::ostream& out);
-
-struct ConvertOptions {
-  std::filesystem::path from;  ///< checkpoint in any format
-  std::filesystem::path to;    ///< OUT.safetensors
-  std::string names = "hf";    ///< hf: bertlab / Hugging Face names; google: TF names and layouts
-  /// bert_config.json for the metadata; default: bert_config.json or config.json beside `from`.
-  std::optional<std::filesystem::path> bert_config;
-};
-
-/// Converts; prints what was written and skipped; returns 0.
-int convert_checkpoint(const ConvertOptions& options, std::ostream& out);
 
 }  // namespace bertlab

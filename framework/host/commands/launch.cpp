@@ -11,11 +11,15 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+
+#include "commands/commands.h"
 
 namespace bertlab {
 
@@ -60,6 +64,107 @@ void emit(int rank, const std::string& line) {
   std::fflush(stdout);
 }
 
+/// Starts rank `r` of `world` running `command` with torchrun's variables; its stdout and
+/// stderr go to a pipe whose read end the returned Rank holds.
+Rank start_rank(int r, int world, int port, const std::vector<std::string>& command) {
+  int fds[2];
+  BERTLAB_CHECK(::pipe(fds) == 0, "launch: pipe: {}", std::strerror(errno));
+  pid_t pid = ::fork();
+  BERTLAB_CHECK(pid >= 0, "launch: fork: {}", std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0);
+    ::dup2(fds[1], STDOUT_FILENO);
+    ::dup2(fds[1], STDERR_FILENO);
+    ::close(fds[0]);
+    ::close(fds[1]);
+    const std::string n = std::to_string(world);
+    ::setenv("RANK", std::to_string(r).c_str(), 1);
+    ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
+    ::setenv("WORLD_SIZE", n.c_str(), 1);
+    ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
+    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execvp(argv[0], argv.data());
+    std::fprintf(stderr, "launch: cannot start %s: %s\n", argv[0], std::strerror(errno));
+    std::_Exit(127);
+  }
+  ::close(fds[1]);
+  Rank rank;
+  rank.pid = pid;
+  rank.fd = fds[0];
+  return rank;
+}
+
+/// Reads what rank `r` wrote and prints its complete lines. Returns false at the end of its
+/// output (the rank is done).
+bool forward_output(int r, Rank& rank) {
+  char buffer[4096];
+  ssize_t n = ::read(rank.fd, buffer, sizeof(buffer));
+  if (n < 0 && errno == EINTR) return true;
+  if (n <= 0) {
+    if (!rank.pending.empty()) emit(r, rank.pending);
+    return false;
+  }
+  rank.pending.append(buffer, static_cast<size_t>(n));
+  size_t nl;
+  while ((nl = rank.pending.find('\n')) != std::string::npos) {
+    emit(r, rank.pending.substr(0, nl));
+    rank.pending.erase(0, nl + 1);
+  }
+  return true;
+}
+
+/// Waits for the finished rank's process and records how it ended.
+void reap(Rank& rank) {
+  ::close(rank.fd);
+  rank.fd = -1;
+  int status = 0;
+  ::waitpid(rank.pid, &status, 0);
+  rank.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  rank.how = WIFEXITED(status) ? fmt::format("exited with {}", rank.exit_code)
+                               : fmt::format("was killed by {} (exit code {})",
+                                             sigabbrev(WTERMSIG(status)), rank.exit_code);
+  rank.done = true;
+}
+
+/// Forwards the ranks' output until every rank is done; the first to fail stops the others.
+/// Returns the first failed rank, or -1.
+int watch(std::vector<Rank>& ranks) {
+  int first_failure = -1;
+  size_t remaining = ranks.size();
+  while (remaining > 0) {
+    std::vector<pollfd> polls;
+    std::vector<int> owners;
+    for (size_t r = 0; r < ranks.size(); ++r) {
+      if (ranks[r].fd >= 0) {
+        polls.push_back({ranks[r].fd, POLLIN, 0});
+        owners.push_back(static_cast<int>(r));
+      }
+    }
+    if (::poll(polls.data(), polls.size(), -1) < 0) {
+      if (errno == EINTR) continue;
+      throw Error(fmt::format("launch: poll: {}", std::strerror(errno)));
+    }
+    for (size_t i = 0; i < polls.size(); ++i) {
+      Rank& rank = ranks[owners[i]];
+      if (polls[i].revents == 0 || forward_output(owners[i], rank)) continue;
+      reap(rank);
+      --remaining;
+      if (rank.exit_code != 0 && first_failure < 0) {
+        first_failure = owners[i];
+        log_warning("comm", "launch: rank {} {}; stopping the other ranks", owners[i], rank.how);
+        for (auto& other : ranks) {
+          if (!other.done) ::kill(-other.pid, SIGTERM);
+        }
+      }
+    }
+  }
+  return first_failure;
+}
+
 }  // namespace
 
 int launch_processes(const LaunchOptions& options) {
@@ -72,88 +177,11 @@ int launch_processes(const LaunchOptions& options) {
   if (command[0] == "bertlab") command[0] = std::filesystem::read_symlink("/proc/self/exe");
   log_info("comm", "launch: {} ranks, MASTER_ADDR=127.0.0.1 MASTER_PORT={}", options.nproc, port);
 
-  std::vector<Rank> ranks(options.nproc);
+  std::vector<Rank> ranks;
   for (int r = 0; r < options.nproc; ++r) {
-    int fds[2];
-    BERTLAB_CHECK(::pipe(fds) == 0, "launch: pipe: {}", std::strerror(errno));
-    pid_t pid = ::fork();
-    BERTLAB_CHECK(pid >= 0, "launch: fork: {}", std::strerror(errno));
-    if (pid == 0) {
-      ::setpgid(0, 0);
-      ::dup2(fds[1], STDOUT_FILENO);
-      ::dup2(fds[1], STDERR_FILENO);
-      ::close(fds[0]);
-      ::close(fds[1]);
-      const std::string n = std::to_string(options.nproc);
-      ::setenv("RANK", std::to_string(r).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", n.c_str(), 1);
-      ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-      ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-      std::vector<char*> argv;
-      for (auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      ::execvp(argv[0], argv.data());
-      std::fprintf(stderr, "launch: cannot start %s: %s\n", argv[0], std::strerror(errno));
-      std::_Exit(127);
-    }
-    ::close(fds[1]);
-    ranks[r].pid = pid;
-    ranks[r].fd = fds[0];
+    ranks.push_back(start_rank(r, options.nproc, port, command));
   }
-
-  int first_failure = -1;
-  int remaining = options.nproc;
-  while (remaining > 0) {
-    std::vector<pollfd> polls;
-    std::vector<int> owners;
-    for (int r = 0; r < options.nproc; ++r) {
-      if (ranks[r].fd >= 0) {
-        polls.push_back({ranks[r].fd, POLLIN, 0});
-        owners.push_back(r);
-      }
-    }
-    if (::poll(polls.data(), polls.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      throw Error(fmt::format("launch: poll: {}", std::strerror(errno)));
-    }
-    for (size_t i = 0; i < polls.size(); ++i) {
-      if (polls[i].revents == 0) continue;
-      Rank& rank = ranks[owners[i]];
-      char buffer[4096];
-      ssize_t n = ::read(rank.fd, buffer, sizeof(buffer));
-      if (n > 0) {
-        rank.pending.append(buffer, static_cast<size_t>(n));
-        size_t nl;
-        while ((nl = rank.pending.find('\n')) != std::string::npos) {
-          emit(owners[i], rank.pending.substr(0, nl));
-          rank.pending.erase(0, nl + 1);
-        }
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      // End of output: the rank is done.
-      if (!rank.pending.empty()) emit(owners[i], rank.pending);
-      ::close(rank.fd);
-      rank.fd = -1;
-      int status = 0;
-      ::waitpid(rank.pid, &status, 0);
-      rank.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      rank.how = WIFEXITED(status) ? fmt::format("exited with {}", rank.exit_code)
-                                   : fmt::format("was killed by {} (exit code {})",
-                                                 sigabbrev(WTERMSIG(status)), rank.exit_code);
-      rank.done = true;
-      --remaining;
-      if (rank.exit_code != 0 && first_failure < 0) {
-        first_failure = owners[i];
-        log_warning("comm", "launch: rank {} {}; stopping the other ranks", owners[i], rank.how);
-        for (auto& other : ranks) {
-          if (!other.done) ::kill(-other.pid, SIGTERM);
-        }
-      }
-    }
-  }
+  const int first_failure = watch(ranks);
   if (first_failure >= 0) {
     log_line(LogLevel::kError, "comm",
              fmt::format("launch: rank {} failed first: it {}; the other ranks were stopped",
@@ -161,6 +189,21 @@ int launch_processes(const LaunchOptions& options) {
     return ranks[first_failure].exit_code;
   }
   return 0;
+}
+
+// `bertlab launch [--nproc N] [--master-port P] -- COMMAND...`: everything after `--` is the
+// ranks' command line, passed through untouched.
+Command define_launch_command(CLI::App& parent, PluginOptions& /*plugins*/) {
+  auto options = std::make_shared<LaunchOptions>();
+  CLI::App* command = parent.add_subcommand(
+      "launch", "start N local processes as the ranks of one run, with torchrun's variables");
+  command->add_option("--nproc", options->nproc, "processes (ranks) to start")
+      ->capture_default_str();
+  command->add_option("--master-port", options->master_port,
+                      "rank 0's store port (MASTER_PORT); 0: a free one");
+  command->add_option("command", options->command,
+                      "after --: the ranks' program and arguments (bertlab: this executable)");
+  return {command, [options] { return launch_processes(*options); }};
 }
 
 }  // namespace bertlab

@@ -5,13 +5,17 @@
 #include <bertlab/error.h>
 #include <bertlab/text/tokenizer.h>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <functional>
-#include <istream>
+#include <iostream>
 #include <iterator>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <vector>
+
+#include "commands/commands.h"
 
 namespace bertlab {
 
@@ -104,6 +108,34 @@ int run_tokenize_command(const FullTokenizer& tokenizer, bool ids, std::istream&
   writer.flush();
   out.flush();
   return 0;
+}
+
+namespace {
+
+struct TokenizeArgs {
+  std::string vocab;           ///< --vocab
+  bool no_lower_case = false;  ///< --no-lower-case
+  bool ids = false;            ///< --ids
+};
+
+int tokenize(const TokenizeArgs& args) {
+  FullTokenizer tokenizer(args.vocab, !args.no_lower_case);
+  try {
+    return run_tokenize_command(tokenizer, args.ids, std::cin, std::cout);
+  } catch (const DataError& e) {
+    throw DataError(fmt::format("stdin: {}", e.what()));
+  }
+}
+
+}  // namespace
+
+Command define_tokenize_command(CLI::App& parent, PluginOptions& /*plugins*/) {
+  auto args = std::make_shared<TokenizeArgs>();
+  CLI::App* command = parent.add_subcommand("tokenize", "tokenize stdin lines as Google BERT does");
+  command->add_option("--vocab", args->vocab, "vocab.txt")->required();
+  command->add_flag("--no-lower-case", args->no_lower_case, "keep case and accents");
+  command->add_flag("--ids", args->ids, "print token ids instead of tokens");
+  return {command, [args] { return tokenize(*args); }};
 }
 
 }  // namespace bertlab

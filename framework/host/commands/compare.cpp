@@ -1,0 +1,46 @@
+// `bertlab compare RUN_DIR...`: the comparison and report of finished runs, rebuilt from their
+// files (report/compare.cpp does the work).
+
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <memory>
+
+#include "commands/commands.h"
+#include "report/compare.h"
+
+namespace bertlab {
+
+namespace {
+
+struct CompareArgs {
+  CompareOptions options;
+  std::vector<std::string> runs;  ///< the run folders
+  std::string output;             ///< --output; empty: the runs' experiment folder
+};
+
+}  // namespace
+
+Command define_compare_command(CLI::App& parent, PluginOptions& /*plugins*/) {
+  auto args = std::make_shared<CompareArgs>();
+  CLI::App* command = parent.add_subcommand(
+      "compare", "rebuild comparison.md/.csv, plots/ and report.html from finished runs");
+  command
+      ->add_option("runs", args->runs,
+                   "run folders: runs/EXPERIMENT or runs/EXPERIMENT/VARIANT (several, also of "
+                   "different experiments)")
+      ->required();
+  command->add_option("--output", args->output,
+                      "folder for the comparison (default: the experiment folder of the runs)");
+  command->add_option("--reference", args->options.reference,
+                      "reference variant for the parameter difference (default: [compare] "
+                      "reference, else the first)");
+  return {command, [args] {
+            CompareOptions options = args->options;
+            options.runs.assign(args->runs.begin(), args->runs.end());
+            if (!args->output.empty()) options.output = std::filesystem::path(args->output);
+            return compare_runs(options, std::cout);
+          }};
+}
+
+}  // namespace bertlab
