@@ -5,7 +5,7 @@
 #include "runtime/registry.h"
 
 #include <bertlab/config.h>
-#include <bertlab/model/bert.h>
+#include <bertlab/model/bert_config.h>
 
 #include <filesystem>
 #include <map>

@@ -2,7 +2,7 @@
 // declarations that let [model] override any of its fields.
 
 #include <bertlab/error.h>
-#include <bertlab/model/bert.h>
+#include <bertlab/model/bert_config.h>
 
 #include <nlohmann/json.hpp>
 
