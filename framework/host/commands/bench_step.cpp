@@ -95,23 +95,13 @@ struct Phases {
   OverlapStats overlap;  // rank 0's last step
 };
 
-}  // namespace
+// Throws ConfigError("bench step: <message>") unless `ok`.
+void check(bool ok, const std::string& message) {
+  if (!ok) throw ConfigError("bench step: " + message);
+}
 
-int bench_step(const PluginHost& host, const StepBenchOptions& o) {
-  auto check = [](bool ok, const std::string& message) {
-    if (!ok) throw ConfigError("bench step: " + message);
-  };
-  check(o.dropout_rng == "per_example" || o.dropout_rng == "replica" || o.dropout_rng == "both",
-        fmt::format("--dropout-rng must be per_example, replica or both, got {}", o.dropout_rng));
-  if (o.dropout_rng == "both") {
-    // The two modes one after the other in this process, each with its own warm-up.
-    for (const char* mode : {"replica", "per_example"}) {
-      StepBenchOptions one = o;
-      one.dropout_rng = mode;
-      bench_step(host, one);
-    }
-    return 0;
-  }
+// Checks the step, replica, thread, strategy and precision flags.
+void check_options(const StepBenchOptions& o) {
   check(o.dropout >= 0 && o.dropout < 1,
         fmt::format("--dropout must be in [0, 1), got {}", o.dropout));
   check(o.steps >= 1, fmt::format("--steps must be >= 1, got {}", o.steps));
@@ -122,6 +112,10 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   check(o.strategy != "single" || o.replicas == 1, "the single strategy runs one replica");
   check(o.precision == "fp32" || o.precision == "bf16" || o.precision == "fp16",
         fmt::format("--precision must be fp32, bf16 or fp16, got {}", o.precision));
+}
+
+// The device --device names (cuda as cuda:0), checked against this build and --precision.
+c10::Device bench_device(const StepBenchOptions& o) {
   c10::Device device(c10::kCPU);
   try {
     device = c10::Device(o.device);
@@ -132,10 +126,11 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
         fmt::format("--device {} needs a bertlab built against a CUDA libtorch", o.device));
   check(o.precision != "fp16" || device.is_cuda(), "--precision fp16 needs --device cuda");
   if (device.is_cuda() && !device.has_index()) device.set_index(0);
-  PrecisionOptions precision;
-  precision.precision = o.precision;
-  if (device.is_cuda()) set_tf32(o.tf32);
+  return device;
+}
 
+// BERT's configuration from the size and dropout flags, validated.
+BertConfig bert_config(const StepBenchOptions& o) {
   BertConfig config;
   config.hidden_size = o.hidden_size;
   config.num_hidden_layers = o.num_hidden_layers;
@@ -146,111 +141,168 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   config.hidden_dropout_prob = o.dropout;
   config.attention_probs_dropout_prob = o.dropout;
   config.validate();
+  return config;
+}
 
-  const Component& task_c = component(host, ComponentKind::kTask, o.task);
-  const Component& strategy_c = component(host, ComponentKind::kStrategy, o.strategy);
-  const Component& optimizer_c = component(host, ComponentKind::kOptimizer, o.optimizer);
-  std::unique_ptr<Task> task = task_c.task_factory(ConfigView("task", task_c.spec.options, {}));
-  // The strategy's defaults, and what the flags set.
-  std::map<std::string, OptionValue> strategy_values;
-  auto declares = [&](const std::string& key) {
-    return std::any_of(strategy_c.spec.options.begin(), strategy_c.spec.options.end(),
-                       [&](const OptionDecl& d) { return d.key == key; });
-  };
+// Whether the strategy declares the option `key`.
+bool declares(const Component& strategy, const std::string& key) {
+  return std::any_of(strategy.spec.options.begin(), strategy.spec.options.end(),
+                     [&](const OptionDecl& d) { return d.key == key; });
+}
+
+// The strategy options the flags set; the others keep the strategy's defaults.
+std::map<std::string, OptionValue> strategy_values(const StepBenchOptions& o,
+                                                   const Component& strategy) {
+  std::map<std::string, OptionValue> values;
   if (o.overlap_backward) {
-    check(declares("overlap_backward"),
+    check(declares(strategy, "overlap_backward"),
           fmt::format("--overlap-backward: the {} strategy has no overlap_backward option; use "
                       "mirrored or sparse_allgather",
                       o.strategy));
-    strategy_values["overlap_backward"] = true;
+    values["overlap_backward"] = true;
   }
   if (o.bucket_mb > 0) {
-    check(declares("bucket_mb"),
+    check(declares(strategy, "bucket_mb"),
           fmt::format("--bucket-mb: the {} strategy has no bucket_mb option", o.strategy));
-    strategy_values["bucket_mb"] = o.bucket_mb;
+    values["bucket_mb"] = o.bucket_mb;
   }
-  const ConfigView strategy_view("strategy", strategy_c.spec.options, strategy_values);
-  set_compute_threads(o.threads);
+  return values;
+}
 
-  const int world = o.replicas;
-  const int64_t rows = o.batch / world;
+// One model per replica, each initialized from the same seed, on `device`.
+std::vector<std::shared_ptr<torch::nn::Module>> create_models(Task& task, const BertConfig& config,
+                                                              const StepBenchOptions& o,
+                                                              c10::Device device) {
   std::vector<std::shared_ptr<torch::nn::Module>> models;
-  for (int r = 0; r < world; ++r) {
+  for (int r = 0; r < o.replicas; ++r) {
     at::manual_seed(12345);
-    models.push_back(task->create_model(config, o.sparse_embeddings));
+    models.push_back(task.create_model(config, o.sparse_embeddings));
     models.back()->to(device);
   }
-  Phases phases;  // rank 0's
+  return models;
+}
 
-  auto run_rank = [&](int rank, Communicator& comm) {
-    torch::nn::Module& model = *models[static_cast<size_t>(rank)];
-    std::unique_ptr<Strategy> strategy = strategy_c.strategy_factory(strategy_view);
-    std::unique_ptr<Optimizer> optimizer =
-        optimizer_c.optimizer_factory(ConfigView("optimizer", optimizer_c.spec.options, {}));
-    std::vector<NamedTensor> parameters;
-    for (const auto& item : model.named_parameters(true)) {
-      parameters.push_back({item.key(), item.value()});
-    }
-    optimizer->init(parameters, OptimizerContext{o.steps + 1});
-    std::unique_ptr<OverlapReducer> overlap;
-    if (world > 1 && strategy->overlap_bucket_mb() > 0) {
-      overlap = std::make_unique<OverlapReducer>(model, comm, strategy->overlap_bucket_mb());
-    }
-    Batch batch = make_batch(o, rows, 1000 + static_cast<uint64_t>(rank));
-    for (auto& [name, t] : batch) t = t.to(device);
-    // Phase boundaries wait for the device (a no-op on CPU), so each phase is its own time.
-    const at::Tensor probe = parameters.front().tensor;
-    auto sync = [&] {
-      if (device.is_cuda()) (void)probe.flatten()[0].item<float>();
-    };
-    model.train();
-    for (int step = 0; step <= o.steps; ++step) {  // step 0 warms up
-      sync();
-      const auto t0 = Clock::now();
-      model.zero_grad(/*set_to_none=*/true);
-      comm.reset_traffic();
-      LossOutput out;
-      {
-        AutocastScope autocast(precision.autocast_dtype(), device);
-        std::optional<PerExampleDropoutScope> masks;
-        if (o.dropout_rng == "per_example")
-          masks.emplace(DropoutKey{12345, step, rank * rows, rows});
-        out = task->compute_loss(model, batch);
-      }
-      sync();
-      const auto t1 = Clock::now();
-      if (overlap) overlap->arm();
-      out.loss.backward();
-      GradientSet grads = GradientSet::from_module(model);
-      sync();
-      const auto t2 = Clock::now();
-      // The communication phase is what backward left to wait for.
-      OverlapStats overlap_stats;
-      if (overlap) {
-        overlap_stats = overlap->finish();
-        overlap->mark_averaged(grads);
-      }
-      strategy->reduce_gradients(grads, comm);
-      sync();
-      const auto t3 = Clock::now();
-      optimizer->step(grads, step);
-      sync();
-      const auto t4 = Clock::now();
-      if (rank == 0 && step > 0) {
-        phases.step.push_back(seconds(t0, t4));
-        phases.forward.push_back(seconds(t0, t1));
-        phases.backward.push_back(seconds(t1, t2));
-        phases.comm.push_back(seconds(t2, t3));
-        phases.optimizer.push_back(seconds(t3, t4));
-        phases.dense_bytes = comm.traffic_bytes(Traffic::kDense);
-        phases.sparse_bytes = comm.traffic_bytes(Traffic::kSparse);
-        phases.overlap = overlap_stats;
-      }
-    }
-  };
-  // As in training: thread ranks, each drawing its dropout from its own generator.
-  run_thread_ranks(world, std::chrono::seconds(600), device, run_rank);
+// What every rank reads: the flags, the device, the components and the models.
+struct BenchContext {
+  const StepBenchOptions& o;
+  c10::Device device;
+  PrecisionOptions precision;
+  Task& task;
+  const Component& strategy;
+  const Component& optimizer;
+  const ConfigView& strategy_view;
+  std::vector<std::shared_ptr<torch::nn::Module>> models;  // [rank]
+  int64_t rows;                                            // of the batch, per replica
+};
 
+// One rank's model, strategy, optimizer and batch, ready to step.
+struct RankState {
+  torch::nn::Module* model = nullptr;
+  std::unique_ptr<Strategy> strategy;
+  std::unique_ptr<Optimizer> optimizer;
+  std::unique_ptr<OverlapReducer> overlap;  // when the strategy overlaps backward
+  Batch batch;
+  at::Tensor probe;  // a parameter, read to wait for the device
+};
+
+// The clock at the phase boundaries of one step, and the overlap reducer's counts.
+struct StepTimes {
+  Clock::time_point start, forward_end, backward_end, comm_end, end;
+  OverlapStats overlap;
+};
+
+// Builds rank `rank`'s strategy, optimizer, overlap reducer and batch.
+RankState make_rank(const BenchContext& ctx, int rank, Communicator& comm) {
+  RankState s;
+  s.model = ctx.models[static_cast<size_t>(rank)].get();
+  s.strategy = ctx.strategy.strategy_factory(ctx.strategy_view);
+  s.optimizer =
+      ctx.optimizer.optimizer_factory(ConfigView("optimizer", ctx.optimizer.spec.options, {}));
+  std::vector<NamedTensor> parameters;
+  for (const auto& item : s.model->named_parameters(true)) {
+    parameters.push_back({item.key(), item.value()});
+  }
+  s.optimizer->init(parameters, OptimizerContext{ctx.o.steps + 1});
+  if (ctx.o.replicas > 1 && s.strategy->overlap_bucket_mb() > 0) {
+    s.overlap = std::make_unique<OverlapReducer>(*s.model, comm, s.strategy->overlap_bucket_mb());
+  }
+  s.batch = make_batch(ctx.o, ctx.rows, 1000 + static_cast<uint64_t>(rank));
+  for (auto& [name, t] : s.batch) t = t.to(ctx.device);
+  s.probe = parameters.front().tensor;
+  return s;
+}
+
+// Waits for the device (a no-op on CPU), so each phase is its own time.
+void sync(const BenchContext& ctx, const at::Tensor& probe) {
+  if (ctx.device.is_cuda()) (void)probe.flatten()[0].item<float>();
+}
+
+// The forward pass and loss under autocast, with per-example dropout masks when asked.
+LossOutput forward_loss(const BenchContext& ctx, RankState& s, int rank, int step) {
+  AutocastScope autocast(ctx.precision.autocast_dtype(), ctx.device);
+  std::optional<PerExampleDropoutScope> masks;
+  if (ctx.o.dropout_rng == "per_example") {
+    masks.emplace(DropoutKey{12345, step, rank * ctx.rows, ctx.rows});
+  }
+  return ctx.task.compute_loss(*s.model, s.batch);
+}
+
+// One training step of one rank (forward, backward, gradient reduction, update), timed.
+StepTimes timed_step(const BenchContext& ctx, RankState& s, int rank, int step,
+                     Communicator& comm) {
+  StepTimes t;
+  sync(ctx, s.probe);
+  t.start = Clock::now();
+  s.model->zero_grad(/*set_to_none=*/true);
+  comm.reset_traffic();
+  LossOutput out = forward_loss(ctx, s, rank, step);
+  sync(ctx, s.probe);
+  t.forward_end = Clock::now();
+  if (s.overlap) s.overlap->arm();
+  out.loss.backward();
+  GradientSet grads = GradientSet::from_module(*s.model);
+  sync(ctx, s.probe);
+  t.backward_end = Clock::now();
+  // The communication phase is what backward left to wait for.
+  if (s.overlap) {
+    t.overlap = s.overlap->finish();
+    s.overlap->mark_averaged(grads);
+  }
+  s.strategy->reduce_gradients(grads, comm);
+  sync(ctx, s.probe);
+  t.comm_end = Clock::now();
+  s.optimizer->step(grads, step);
+  sync(ctx, s.probe);
+  t.end = Clock::now();
+  return t;
+}
+
+// Adds one timed step's phase times and traffic to rank 0's record.
+void record(Phases& phases, const StepTimes& t, const Communicator& comm) {
+  phases.step.push_back(seconds(t.start, t.end));
+  phases.forward.push_back(seconds(t.start, t.forward_end));
+  phases.backward.push_back(seconds(t.forward_end, t.backward_end));
+  phases.comm.push_back(seconds(t.backward_end, t.comm_end));
+  phases.optimizer.push_back(seconds(t.comm_end, t.end));
+  phases.dense_bytes = comm.traffic_bytes(Traffic::kDense);
+  phases.sparse_bytes = comm.traffic_bytes(Traffic::kSparse);
+  phases.overlap = t.overlap;
+}
+
+// One rank's run: a warm-up step, then --steps timed ones; rank 0 records its phases.
+void run_rank(const BenchContext& ctx, int rank, Communicator& comm, Phases& phases) {
+  RankState s = make_rank(ctx, rank, comm);
+  s.model->train();
+  for (int step = 0; step <= ctx.o.steps; ++step) {  // step 0 warms up
+    const StepTimes t = timed_step(ctx, s, rank, step, comm);
+    if (rank == 0 && step > 0) record(phases, t, comm);
+  }
+}
+
+// The JSON line: the flags, the median step time, throughput, peak memory, the phases' shares
+// and the FLOP rate.
+nlohmann::ordered_json report(const BenchContext& ctx, const Phases& phases) {
+  const StepBenchOptions& o = ctx.o;
   const double step_s = median(phases.step);
   const double total =
       phases.step.empty()
@@ -274,12 +326,12 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   j["replicas"] = o.replicas;
   j["sparse_embeddings"] = o.sparse_embeddings;
   j["overlap_backward"] = o.overlap_backward;
-  if (declares("bucket_mb")) {
-    j["bucket_mb"] = strategy_view.get_float("bucket_mb");
+  if (declares(ctx.strategy, "bucket_mb")) {
+    j["bucket_mb"] = ctx.strategy_view.get_float("bucket_mb");
   }
   j["steps"] = o.steps;
   j["step_s"] = step_s;
-  j["device"] = device.str();
+  j["device"] = ctx.device.str();
   j["precision"] = o.precision;
   j["dropout"] = o.dropout;
   j["dropout_rng"] = o.dropout_rng;
@@ -298,7 +350,53 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   }
   j["encoder_gflop_per_step"] = flops / 1e9;
   j["achieved_gflops"] = flops / step_s / 1e9;
-  std::cout << j.dump() << "\n";
+  return j;
+}
+
+}  // namespace
+
+int bench_step(const PluginHost& host, const StepBenchOptions& o) {
+  check(o.dropout_rng == "per_example" || o.dropout_rng == "replica" || o.dropout_rng == "both",
+        fmt::format("--dropout-rng must be per_example, replica or both, got {}", o.dropout_rng));
+  if (o.dropout_rng == "both") {
+    // The two modes one after the other in this process, each with its own warm-up.
+    for (const char* mode : {"replica", "per_example"}) {
+      StepBenchOptions one = o;
+      one.dropout_rng = mode;
+      bench_step(host, one);
+    }
+    return 0;
+  }
+  check_options(o);
+  const c10::Device device = bench_device(o);
+  PrecisionOptions precision;
+  precision.precision = o.precision;
+  if (device.is_cuda()) set_tf32(o.tf32);
+  const BertConfig config = bert_config(o);
+
+  const Component& task_c = component(host, ComponentKind::kTask, o.task);
+  const Component& strategy_c = component(host, ComponentKind::kStrategy, o.strategy);
+  const Component& optimizer_c = component(host, ComponentKind::kOptimizer, o.optimizer);
+  std::unique_ptr<Task> task = task_c.task_factory(ConfigView("task", task_c.spec.options, {}));
+  // The strategy's defaults, and what the flags set.
+  const ConfigView strategy_view("strategy", strategy_c.spec.options,
+                                 strategy_values(o, strategy_c));
+  set_compute_threads(o.threads);
+
+  const BenchContext ctx{o,
+                         device,
+                         precision,
+                         *task,
+                         strategy_c,
+                         optimizer_c,
+                         strategy_view,
+                         create_models(*task, config, o, device),
+                         o.batch / o.replicas};
+  Phases phases;  // rank 0's
+  // As in training: thread ranks, each drawing its dropout from its own generator.
+  run_thread_ranks(o.replicas, std::chrono::seconds(600), device,
+                   [&](int rank, Communicator& comm) { run_rank(ctx, rank, comm, phases); });
+  std::cout << report(ctx, phases).dump() << "\n";
   return 0;
 }
 

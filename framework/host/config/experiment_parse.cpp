@@ -97,8 +97,17 @@ SectionData read_section(const toml::table& table, const std::string& origin) {
   return data;
 }
 
-void read_variant(const toml::table& table, const std::string& origin, size_t index,
-                  ExperimentFile& out, std::vector<std::string>& errors) {
+// The file being parsed and every problem found so far.
+struct ParseState {
+  std::string origin;  // the file's path, as messages name it
+  ExperimentFile out;
+  std::vector<std::string> errors;
+};
+
+// Reads the `index`th [[variant]] table into state.out.variants.
+void read_variant(const toml::table& table, size_t index, ParseState& state) {
+  const std::string& origin = state.origin;
+  std::vector<std::string>& errors = state.errors;
   VariantData variant;
   variant.loc = location_of(table, origin);
   for (const auto& [key_node, node] : table) {
@@ -144,101 +153,117 @@ void read_variant(const toml::table& table, const std::string& origin, size_t in
     errors.push_back(fmt::format("{}: variant: variant #{} has no name; add name = \"...\"",
                                  variant.loc.format(), index + 1));
   }
-  out.variants.push_back(std::move(variant));
+  state.out.variants.push_back(std::move(variant));
 }
 
-}  // namespace
-
-ExperimentFile parse_experiment_file(const fs::path& path) {
-  const std::string origin = path.string();
+// Checks the file exists and parses it as TOML; a syntax error names its line and column.
+toml::table parse_toml(const fs::path& path, const std::string& origin) {
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) {
     throw ConfigError(fmt::format("{}: experiment file not found", origin));
   }
-  toml::table root;
   try {
-    root = toml::parse_file(path.string());
+    return toml::parse_file(path.string());
   } catch (const toml::parse_error& e) {
     const auto& src = e.source();
     throw ConfigError(fmt::format("{}:{}:{}: TOML syntax error: {}", origin, src.begin.line,
                                   src.begin.column, e.description()));
   }
+}
 
-  ExperimentFile out;
-  out.path = path;
-  out.base_dir = fs::absolute(path).parent_path();
-  std::vector<std::string> errors;
-  const auto& sections = known_sections();
-  for (const auto& [key_node, node] : root) {
-    const std::string key(key_node.str());
-    Location loc = location_of(node, origin);
-    if (std::find(sections.begin(), sections.end(), key) != sections.end()) {
-      if (auto table = node.as_table()) {
-        out.base[key] = read_section(*table, origin);
-      } else {
-        errors.push_back(fmt::format("{}: {}: must be a table [{}]", loc.format(), key, key));
-      }
-    } else if (key == "variant") {
-      auto array = node.as_array();
-      if (array == nullptr || !array->is_array_of_tables()) {
-        errors.push_back(fmt::format("{}: variant: must be an array of tables, written [[variant]]",
-                                     loc.format()));
-        continue;
-      }
-      for (size_t i = 0; i < array->size(); ++i) {
-        read_variant(*array->get(i)->as_table(), origin, i, out, errors);
-      }
-    } else if (key == "compare") {
-      auto table = node.as_table();
-      if (table == nullptr) {
-        errors.push_back(fmt::format("{}: compare: must be a table [compare]", loc.format()));
-        continue;
-      }
-      for (const auto& [ck, cnode] : *table) {
-        Location cloc = key_location(ck, cnode, origin);
-        if (ck.str() == "reference") {
-          out.reference = to_setting(cnode, cloc);
-          if (!cnode.is_string()) {
-            errors.push_back(
-                fmt::format("{}: compare.reference: must be a string (a variant "
-                            "name), got {}",
-                            cloc.format(), toml_type_name(cnode)));
-          }
-        } else {
-          auto close = closest_match(std::string(ck.str()), {"reference"});
-          errors.push_back(fmt::format("{}: compare.{}: unknown key{}", cloc.format(), ck.str(),
-                                       close ? fmt::format("; did you mean '{}'?", *close) : ""));
-        }
+// Reads [compare]: its one key, reference (a variant name).
+void read_compare(const toml::table& table, ParseState& state) {
+  for (const auto& [ck, cnode] : table) {
+    Location cloc = key_location(ck, cnode, state.origin);
+    if (ck.str() == "reference") {
+      state.out.reference = to_setting(cnode, cloc);
+      if (!cnode.is_string()) {
+        state.errors.push_back(
+            fmt::format("{}: compare.reference: must be a string (a variant "
+                        "name), got {}",
+                        cloc.format(), toml_type_name(cnode)));
       }
     } else {
-      std::vector<std::string> all = sections;
-      all.push_back("variant");
-      all.push_back("compare");
-      auto close = closest_match(key, all);
-      std::string what = node.is_table() ? "unknown section" : "unknown top-level key";
-      errors.push_back(fmt::format(
-          "{}: {}: {}{}", loc.format(), key, what,
-          close ? fmt::format("; did you mean '{}'?", *close)
-                : "; known sections: experiment, model, task, strategy, optimizer, train, "
-                  "variant, compare"));
+      auto close = closest_match(std::string(ck.str()), {"reference"});
+      state.errors.push_back(fmt::format("{}: compare.{}: unknown key{}", cloc.format(), ck.str(),
+                                         close ? fmt::format("; did you mean '{}'?", *close) : ""));
     }
   }
-  for (const auto& section : sections) {
-    auto& data = out.base[section];
-    if (!data.present) data.loc = Location{origin, 0, 0, false};
+}
+
+// The message for a top-level key that is no section, variant or compare.
+std::string unknown_top_level(const std::string& key, const toml::node& node, const Location& loc) {
+  std::vector<std::string> all = known_sections();
+  all.push_back("variant");
+  all.push_back("compare");
+  auto close = closest_match(key, all);
+  std::string what = node.is_table() ? "unknown section" : "unknown top-level key";
+  return fmt::format("{}: {}: {}{}", loc.format(), key, what,
+                     close ? fmt::format("; did you mean '{}'?", *close)
+                           : "; known sections: experiment, model, task, strategy, optimizer, "
+                             "train, variant, compare");
+}
+
+// Reads one top-level key: a section table, the [[variant]] array or [compare].
+void read_top_level(const std::string& key, const toml::node& node, ParseState& state) {
+  const Location loc = location_of(node, state.origin);
+  const auto& sections = known_sections();
+  if (std::find(sections.begin(), sections.end(), key) != sections.end()) {
+    if (auto table = node.as_table()) {
+      state.out.base[key] = read_section(*table, state.origin);
+    } else {
+      state.errors.push_back(fmt::format("{}: {}: must be a table [{}]", loc.format(), key, key));
+    }
+  } else if (key == "variant") {
+    auto array = node.as_array();
+    if (array == nullptr || !array->is_array_of_tables()) {
+      state.errors.push_back(fmt::format(
+          "{}: variant: must be an array of tables, written [[variant]]", loc.format()));
+      return;
+    }
+    for (size_t i = 0; i < array->size(); ++i) read_variant(*array->get(i)->as_table(), i, state);
+  } else if (key == "compare") {
+    if (auto table = node.as_table()) {
+      read_compare(*table, state);
+    } else {
+      state.errors.push_back(fmt::format("{}: compare: must be a table [compare]", loc.format()));
+    }
+  } else {
+    state.errors.push_back(unknown_top_level(key, node, loc));
   }
-  // Duplicate variant names.
-  for (size_t i = 0; i < out.variants.size(); ++i) {
+}
+
+// Every variant name once.
+void check_duplicate_names(ParseState& state) {
+  const auto& variants = state.out.variants;
+  for (size_t i = 0; i < variants.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
-      if (!out.variants[i].name.empty() && out.variants[i].name == out.variants[j].name) {
-        errors.push_back(fmt::format("{}: variant.name: duplicate variant name '{}' (first at {})",
-                                     out.variants[i].loc.format(), out.variants[i].name,
-                                     out.variants[j].loc.format()));
+      if (!variants[i].name.empty() && variants[i].name == variants[j].name) {
+        state.errors.push_back(
+            fmt::format("{}: variant.name: duplicate variant name '{}' (first at {})",
+                        variants[i].loc.format(), variants[i].name, variants[j].loc.format()));
       }
     }
   }
-  if (!errors.empty()) throw ConfigError(errors);
-  return out;
+}
+
+}  // namespace
+
+ExperimentFile parse_experiment_file(const fs::path& path) {
+  ParseState state{path.string(), {}, {}};
+  const toml::table root = parse_toml(path, state.origin);
+  state.out.path = path;
+  state.out.base_dir = fs::absolute(path).parent_path();
+  for (const auto& [key_node, node] : root) {
+    read_top_level(std::string(key_node.str()), node, state);
+  }
+  for (const auto& section : known_sections()) {
+    auto& data = state.out.base[section];
+    if (!data.present) data.loc = Location{state.origin, 0, 0, false};
+  }
+  check_duplicate_names(state);
+  if (!state.errors.empty()) throw ConfigError(state.errors);
+  return std::move(state.out);
 }
 
 SetOverride parse_set_argument(const std::string& argument) {

@@ -124,6 +124,7 @@ std::map<std::string, OptionValue> validate_section(const SectionCheck& check, D
   std::map<std::string, OptionValue> values;
   const auto& decls = check.decls;
   std::vector<std::string> known;
+  known.reserve(decls.size());
   for (const auto& d : decls) known.push_back(d.key);
   for (const auto& item : check.data->keys) {
     const std::string& key = item.first;
@@ -362,6 +363,106 @@ void check_precision(const Sections& merged, const ResolvedVariant& out, Diagnos
                        device));
 }
 
+// What resolving one variant's sections reads, and where its problems go.
+struct VariantScope {
+  const Sections& merged;    // the base, the variant's overrides and --set, merged
+  const fs::path& base_dir;  // the experiment file's folder: its relative paths resolve here
+  Diagnostics& diag;
+};
+
+// Validates [model] and reads bert_config_file, with [model]'s bert_config fields applied.
+void resolve_model(const VariantScope& scope, ResolvedVariant& out) {
+  // [model]: host keys plus any bert_config field as an override of the file's value.
+  const auto field_decls = BertConfig::field_options();
+  auto model_values =
+      validate_section({"model", &scope.merged.at("model"), concat(model_options(), field_decls),
+                        "[model]", scope.base_dir},
+                       scope.diag);
+  auto field_values = model_values;
+  model_values = take_keys(field_values, model_options());
+  out.model = ConfigView("model", model_options(), model_values);
+  if (model_values.count("bert_config_file")) {
+    const auto& model = scope.merged.at("model");
+    const Location& loc = model.keys.at("bert_config_file").loc;
+    try {
+      out.bert_config = BertConfig::from_json_file(out.model.get_path("bert_config_file"));
+      for (const auto& [key, value] : field_values) out.bert_config.set_field(key, value);
+      out.bert_config.validate();
+    } catch (const Error& e) {
+      scope.diag.add(loc, "model", "bert_config_file", e.what());
+    }
+  }
+  if (model_values.count("vocab_file") && scope.diag.lines().empty()) {
+    check_vocab_size(scope.merged.at("model"), out.model.get_path("vocab_file"), out.bert_config,
+                     scope.diag);
+  }
+}
+
+// train_batch_size must divide evenly over the replicas.
+void check_batch_split(const Sections& merged, const ResolvedVariant& out, Diagnostics& diag) {
+  const int64_t replicas = out.strategy_host.get_int("replicas");
+  const int64_t batch = out.train.get_int("train_batch_size");
+  if (batch % replicas != 0) {
+    diag.add(key_location(merged.at("train"), "train_batch_size"), "train", "train_batch_size",
+             fmt::format("{} does not divide evenly over {} replicas; use a multiple of {}", batch,
+                         replicas, replicas));
+  }
+}
+
+// Resolves [task], [strategy] and [optimizer], then checks the strategy's host keys.
+void resolve_components(const VariantScope& scope, const ComponentRegistry& registry,
+                        ResolvedVariant& out) {
+  out.task = resolve_component(ComponentKind::kTask, "task", scope.merged, registry,
+                               {plugin_option("task")}, scope.base_dir, nullptr, scope.diag);
+  out.strategy =
+      resolve_component(ComponentKind::kStrategy, "strategy", scope.merged, registry,
+                        strategy_host_options(), scope.base_dir, &out.strategy_host, scope.diag);
+  out.optimizer =
+      resolve_component(ComponentKind::kOptimizer, "optimizer", scope.merged, registry,
+                        {plugin_option("optimizer")}, scope.base_dir, nullptr, scope.diag);
+  if (out.strategy.component != nullptr) {
+    check_strategy_host(scope.merged.at("strategy"), out.strategy_host, scope.diag);
+    check_precision(scope.merged, out, scope.diag);
+    check_batch_split(scope.merged, out, scope.diag);
+  }
+}
+
+// Validates a [[variant]]'s gradcheck expectation (expect, rtol, atol) into `out`.
+void resolve_expectation(const VariantData& variant, const fs::path& base_dir, ResolvedVariant& out,
+                         Diagnostics& diag) {
+  SectionData meta;
+  meta.loc = variant.loc;
+  meta.keys = variant.expectation;
+  const std::vector<OptionDecl> decls = {
+      string_option("expect", "match", "gradcheck: match or differ from the reference")
+          .one_of({"match", "differ"}),
+      float_option("rtol", 1e-5, "gradcheck: relative tolerance").at_least(0),
+      float_option("atol", 1e-6, "gradcheck: absolute tolerance").at_least(0)};
+  ConfigView view("variant", decls,
+                  validate_section({"variant", &meta, decls, "[[variant]]", base_dir}, diag));
+  out.expect = view.get_string("expect");
+  out.rtol = view.get_float("rtol");
+  out.atol = view.get_float("atol");
+}
+
+// The variant as it ran, as TOML: every declared key, set or default; the bert_config when it
+// resolved without problems.
+std::string resolved_toml(const ExperimentFile& file, const ResolvedVariant& out,
+                          bool with_bert_config) {
+  std::string t = fmt::format("# variant '{}' of {}, as it ran (defaults marked)\n", out.name,
+                              file.path.string());
+  append_section_toml(t, "experiment", {&out.experiment}, "");
+  append_section_toml(t, "model", {&out.model}, "");
+  if (with_bert_config) append_bert_config_toml(t, out.bert_config);
+  append_section_toml(t, "task", {&out.task.options}, out.task.plugin);
+  append_section_toml(t, "strategy", {&out.strategy_host, &out.strategy.options},
+                      out.strategy.plugin);
+  append_section_toml(t, "optimizer", {&out.optimizer.options}, out.optimizer.plugin);
+  append_section_toml(t, "train", {&out.train}, "");
+  return t;
+}
+
+// Merges one variant (nullptr: the base alone) with --set and validates every section.
 ResolvedVariant resolve_variant(const ExperimentFile& file, const VariantData* variant,
                                 const ComponentRegistry& registry,
                                 const std::vector<SetOverride>& overrides, Diagnostics& diag) {
@@ -369,6 +470,7 @@ ResolvedVariant resolve_variant(const ExperimentFile& file, const VariantData* v
   out.name = variant != nullptr ? variant->name : "default";
   const Sections merged = merge_variant(file, variant, overrides);
   const fs::path& base_dir = file.base_dir;
+  const VariantScope scope{merged, base_dir, diag};
 
   out.experiment = ConfigView("experiment", experiment_options(),
                               validate_section({"experiment", &merged.at("experiment"),
@@ -377,97 +479,24 @@ ResolvedVariant resolve_variant(const ExperimentFile& file, const VariantData* v
   out.train = ConfigView(
       "train", train_options(),
       validate_section({"train", &merged.at("train"), train_options(), "[train]", base_dir}, diag));
-
-  // [model]: host keys plus any bert_config field as an override of the file's value.
-  const auto field_decls = BertConfig::field_options();
-  auto model_values = validate_section(
-      {"model", &merged.at("model"), concat(model_options(), field_decls), "[model]", base_dir},
-      diag);
-  auto field_values = model_values;
-  model_values = take_keys(field_values, model_options());
-  out.model = ConfigView("model", model_options(), model_values);
-  if (model_values.count("bert_config_file")) {
-    const auto& model = merged.at("model");
-    const Location& loc = model.keys.at("bert_config_file").loc;
-    try {
-      out.bert_config = BertConfig::from_json_file(out.model.get_path("bert_config_file"));
-      for (const auto& [key, value] : field_values) out.bert_config.set_field(key, value);
-      out.bert_config.validate();
-    } catch (const Error& e) {
-      diag.add(loc, "model", "bert_config_file", e.what());
-    }
-  }
-
-  if (model_values.count("vocab_file") && diag.lines().empty()) {
-    check_vocab_size(merged.at("model"), out.model.get_path("vocab_file"), out.bert_config, diag);
-  }
-
-  out.task = resolve_component(ComponentKind::kTask, "task", merged, registry,
-                               {plugin_option("task")}, base_dir, nullptr, diag);
-  out.strategy = resolve_component(ComponentKind::kStrategy, "strategy", merged, registry,
-                                   strategy_host_options(), base_dir, &out.strategy_host, diag);
-  out.optimizer = resolve_component(ComponentKind::kOptimizer, "optimizer", merged, registry,
-                                    {plugin_option("optimizer")}, base_dir, nullptr, diag);
-
-  if (out.strategy.component != nullptr) {
-    check_strategy_host(merged.at("strategy"), out.strategy_host, diag);
-    check_precision(merged, out, diag);
-    const int64_t replicas = out.strategy_host.get_int("replicas");
-    const int64_t batch = out.train.get_int("train_batch_size");
-    if (batch % replicas != 0) {
-      const auto& keys = merged.at("train").keys;
-      Location loc =
-          keys.count("train_batch_size") ? keys.at("train_batch_size").loc : merged.at("train").loc;
-      diag.add(loc, "train", "train_batch_size",
-               fmt::format("{} does not divide evenly over {} replicas; use a multiple of {}",
-                           batch, replicas, replicas));
-    }
-  }
-
-  if (variant != nullptr) {
-    SectionData meta;
-    meta.loc = variant->loc;
-    meta.keys = variant->expectation;
-    const std::vector<OptionDecl> decls = {
-        string_option("expect", "match", "gradcheck: match or differ from the reference")
-            .one_of({"match", "differ"}),
-        float_option("rtol", 1e-5, "gradcheck: relative tolerance").at_least(0),
-        float_option("atol", 1e-6, "gradcheck: absolute tolerance").at_least(0)};
-    ConfigView view("variant", decls,
-                    validate_section({"variant", &meta, decls, "[[variant]]", base_dir}, diag));
-    out.expect = view.get_string("expect");
-    out.rtol = view.get_float("rtol");
-    out.atol = view.get_float("atol");
-  }
-
-  std::string& t = out.resolved_toml;
-  t = fmt::format("# variant '{}' of {}, as it ran (defaults marked)\n", out.name,
-                  file.path.string());
-  append_section_toml(t, "experiment", {&out.experiment}, "");
-  append_section_toml(t, "model", {&out.model}, "");
-  if (diag.lines().empty()) append_bert_config_toml(t, out.bert_config);
-  append_section_toml(t, "task", {&out.task.options}, out.task.plugin);
-  append_section_toml(t, "strategy", {&out.strategy_host, &out.strategy.options},
-                      out.strategy.plugin);
-  append_section_toml(t, "optimizer", {&out.optimizer.options}, out.optimizer.plugin);
-  append_section_toml(t, "train", {&out.train}, "");
+  resolve_model(scope, out);
+  resolve_components(scope, registry, out);
+  if (variant != nullptr) resolve_expectation(*variant, base_dir, out, diag);
+  out.resolved_toml = resolved_toml(file, out, diag.lines().empty());
   return out;
 }
 
-}  // namespace
-
-ResolvedExperiment resolve_experiment(const ExperimentFile& file, const ComponentRegistry& registry,
-                                      const ResolveOptions& options) {
-  ResolvedExperiment out;
-  out.file = file.path;
-  std::vector<std::string> errors;
-
+// The variants the file defines (the base alone as "default" when it has none) into
+// out.all_variant_names; returns those --variant selects (all without it).
+std::vector<const VariantData*> select_variants(const ExperimentFile& file,
+                                                const ResolveOptions& options,
+                                                ResolvedExperiment& out,
+                                                std::vector<std::string>& errors) {
   std::vector<const VariantData*> all;
   for (const auto& v : file.variants) all.push_back(&v);
   if (all.empty()) all.push_back(nullptr);  // no [[variant]]: the base runs as "default"
   for (const auto* v : all) out.all_variant_names.push_back(v ? v->name : "default");
 
-  std::vector<const VariantData*> selected;
   for (const auto& name : options.selected_variants) {
     auto it = std::find(out.all_variant_names.begin(), out.all_variant_names.end(), name);
     if (it == out.all_variant_names.end()) {
@@ -478,6 +507,7 @@ ResolvedExperiment resolve_experiment(const ExperimentFile& file, const Componen
                                    fmt::join(out.all_variant_names, ", ")));
     }
   }
+  std::vector<const VariantData*> selected;
   for (size_t i = 0; i < all.size(); ++i) {
     const auto& names = options.selected_variants;
     if (names.empty() ||
@@ -485,9 +515,15 @@ ResolvedExperiment resolve_experiment(const ExperimentFile& file, const Componen
       selected.push_back(all[i]);
     }
   }
+  return selected;
+}
 
-  // Problems are gathered per variant; a line every variant reports (a base-file problem) is
-  // printed once, one that only some report names them.
+// Resolves the selected variants into out.variants. Problems are gathered per variant; a line
+// every variant reports (a base-file problem) is added to `errors` once, one that only some
+// report names them.
+void resolve_selected(const ExperimentFile& file, const std::vector<const VariantData*>& selected,
+                      const ComponentRegistry& registry, const ResolveOptions& options,
+                      ResolvedExperiment& out, std::vector<std::string>& errors) {
   std::vector<std::pair<std::string, std::vector<std::string>>> per_line;
   for (const auto* v : selected) {
     Diagnostics diag(v ? v->name : "default");
@@ -510,24 +546,38 @@ ResolvedExperiment resolve_experiment(const ExperimentFile& file, const Componen
       errors.push_back(fmt::format("{} (variant {})", line, fmt::join(variants, ", ")));
     }
   }
+}
 
-  if (file.reference) {
-    const Setting& ref = *file.reference;
-    if (ref.value && std::holds_alternative<std::string>(*ref.value)) {
-      out.reference = std::get<std::string>(*ref.value);
-      if (std::find(out.all_variant_names.begin(), out.all_variant_names.end(), out.reference) ==
-          out.all_variant_names.end()) {
-        auto close = closest_match(out.reference, out.all_variant_names);
-        errors.push_back(fmt::format("{}: compare.reference: no variant named '{}'{}; variants: {}",
-                                     ref.loc.format(), out.reference,
-                                     close ? fmt::format("; did you mean '{}'?", *close) : "",
-                                     fmt::join(out.all_variant_names, ", ")));
-      }
-    }
-  } else {
+// out.reference: [compare] reference, checked against the variants, or the first variant.
+void resolve_reference(const ExperimentFile& file, ResolvedExperiment& out,
+                       std::vector<std::string>& errors) {
+  if (!file.reference) {
     out.reference = out.all_variant_names.front();
+    return;
   }
+  const Setting& ref = *file.reference;
+  if (!ref.value || !std::holds_alternative<std::string>(*ref.value)) return;
+  out.reference = std::get<std::string>(*ref.value);
+  if (std::find(out.all_variant_names.begin(), out.all_variant_names.end(), out.reference) ==
+      out.all_variant_names.end()) {
+    auto close = closest_match(out.reference, out.all_variant_names);
+    errors.push_back(fmt::format("{}: compare.reference: no variant named '{}'{}; variants: {}",
+                                 ref.loc.format(), out.reference,
+                                 close ? fmt::format("; did you mean '{}'?", *close) : "",
+                                 fmt::join(out.all_variant_names, ", ")));
+  }
+}
 
+}  // namespace
+
+ResolvedExperiment resolve_experiment(const ExperimentFile& file, const ComponentRegistry& registry,
+                                      const ResolveOptions& options) {
+  ResolvedExperiment out;
+  out.file = file.path;
+  std::vector<std::string> errors;
+  const std::vector<const VariantData*> selected = select_variants(file, options, out, errors);
+  resolve_selected(file, selected, registry, options, out, errors);
+  resolve_reference(file, out, errors);
   if (!errors.empty()) throw ConfigError(errors);
 
   const ConfigView& exp = out.variants.front().experiment;

@@ -36,6 +36,80 @@ std::string loader_reason(const fs::path& file, const std::string& fallback) {
   return reason != nullptr ? reason : fallback;
 }
 
+// Refuses a library anyone may write, or one in a folder where anyone may add or replace files:
+// it could be someone else's code, and loading it runs that code with this user's rights.
+void check_not_world_writable(const fs::path& file) {
+  fs::path folder = file.parent_path().empty() ? fs::path(".") : file.parent_path();
+  for (const auto& [path, what] : {std::pair{file, "the file"}, std::pair{folder, "its folder"}}) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) != 0) {
+      throw PluginError(fmt::format(
+          "{}: refused: {} ({}) is writable by every user, so anyone could have replaced the "
+          "plugin; fix it with chmod o-w {}, or pass --allow-insecure-plugins",
+          file.string(), what, path.string(), path.string()));
+    }
+  }
+}
+
+// Calls the library's entry point; returns its plugin description once checked against this
+// host's API version and ABI tag.
+const PluginEntry& checked_entry(const boost::dll::shared_library& lib, const std::string& where) {
+  if (!lib.has(BERTLAB_PLUGIN_ENTRY_SYMBOL)) {
+    throw PluginError(fmt::format(
+        "{}: not a bertlab plugin: it has no '{}' entry point (define it with BERTLAB_PLUGIN in "
+        "one source file of the plugin)",
+        where, BERTLAB_PLUGIN_ENTRY_SYMBOL));
+  }
+  auto entry_fn = lib.get<const PluginEntry*()>(BERTLAB_PLUGIN_ENTRY_SYMBOL);
+  const PluginEntry* entry = nullptr;
+  try {
+    entry = entry_fn();
+  } catch (const std::exception& e) {
+    throw PluginError(fmt::format("{}: the entry point threw: {}", where, e.what()));
+  }
+  if (entry == nullptr) {
+    throw PluginError(fmt::format("{}: the entry point returned no plugin description", where));
+  }
+  if (entry->api_version != kPluginApiVersion) {
+    throw PluginError(fmt::format(
+        "{}: plugin API version mismatch: got {}, supported version is {}; rebuild the plugin "
+        "against this bertlab's SDK",
+        where, entry->api_version, kPluginApiVersion));
+  }
+  const char* tag = entry->abi_tag != nullptr ? entry->abi_tag : "(none)";
+  if (std::strcmp(tag, host_abi_tag()) != 0) {
+    throw PluginError(fmt::format(
+        "{}: plugin ABI tag mismatch: got '{}', expected '{}'; rebuild the plugin with the same "
+        "compiler major version, C++ ABI and libtorch as bertlab",
+        where, tag, host_abi_tag()));
+  }
+  if (entry->name == nullptr || *entry->name == '\0' || entry->register_components == nullptr) {
+    throw PluginError(
+        fmt::format("{}: the plugin description has no name or no register "
+                    "function",
+                    where));
+  }
+  return *entry;
+}
+
+// Runs the plugin's register function; any failure but a PluginError is rethrown as one naming
+// the plugin.
+void register_plugin(const PluginEntry& entry, Registry& registry, const std::string& where) {
+  try {
+    entry.register_components(registry);
+  } catch (const PluginError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw PluginError(fmt::format("{}: plugin '{}' failed to register its components: {}", where,
+                                  entry.name, e.what()));
+  } catch (...) {
+    throw PluginError(
+        fmt::format("{}: plugin '{}' failed to register its components: unknown "
+                    "exception",
+                    where, entry.name));
+  }
+}
+
 }  // namespace
 
 PluginHost::PluginHost() = default;
@@ -104,21 +178,7 @@ void PluginHost::load_directories(const std::vector<fs::path>& dirs) {
 
 void PluginHost::load_file(const fs::path& file) {
   const std::string where = file.string();
-  if (!allow_insecure_) {
-    // A library anyone may write, or one in a folder where anyone may add or replace files,
-    // could be someone else's code: loading it runs that code with this user's rights.
-    fs::path folder = file.parent_path().empty() ? fs::path(".") : file.parent_path();
-    for (const auto& [path, what] :
-         {std::pair{file, "the file"}, std::pair{folder, "its folder"}}) {
-      struct stat st {};
-      if (::stat(path.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) != 0) {
-        throw PluginError(fmt::format(
-            "{}: refused: {} ({}) is writable by every user, so anyone could have replaced the "
-            "plugin; fix it with chmod o-w {}, or pass --allow-insecure-plugins",
-            where, what, path.string(), path.string()));
-      }
-    }
-  }
+  if (!allow_insecure_) check_not_world_writable(file);
   auto library = std::make_unique<boost::dll::shared_library>();
   try {
     library->load(file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
@@ -130,57 +190,11 @@ void PluginHost::load_file(const fs::path& file) {
   // registered factories that point into the library.
   boost::dll::shared_library* lib = library.get();
   libraries_.push_back(std::move(library));
-  if (!lib->has(BERTLAB_PLUGIN_ENTRY_SYMBOL)) {
-    throw PluginError(fmt::format(
-        "{}: not a bertlab plugin: it has no '{}' entry point (define it with BERTLAB_PLUGIN in "
-        "one source file of the plugin)",
-        where, BERTLAB_PLUGIN_ENTRY_SYMBOL));
-  }
-  auto entry_fn = lib->get<const PluginEntry*()>(BERTLAB_PLUGIN_ENTRY_SYMBOL);
-  const PluginEntry* entry = nullptr;
-  try {
-    entry = entry_fn();
-  } catch (const std::exception& e) {
-    throw PluginError(fmt::format("{}: the entry point threw: {}", where, e.what()));
-  }
-  if (entry == nullptr) {
-    throw PluginError(fmt::format("{}: the entry point returned no plugin description", where));
-  }
-  if (entry->api_version != kPluginApiVersion) {
-    throw PluginError(fmt::format(
-        "{}: plugin API version mismatch: got {}, supported version is {}; rebuild the plugin "
-        "against this bertlab's SDK",
-        where, entry->api_version, kPluginApiVersion));
-  }
-  const char* tag = entry->abi_tag != nullptr ? entry->abi_tag : "(none)";
-  if (std::strcmp(tag, host_abi_tag()) != 0) {
-    throw PluginError(fmt::format(
-        "{}: plugin ABI tag mismatch: got '{}', expected '{}'; rebuild the plugin with the same "
-        "compiler major version, C++ ABI and libtorch as bertlab",
-        where, tag, host_abi_tag()));
-  }
-  const std::string name = entry->name != nullptr ? entry->name : "";
-  const std::string version = entry->version != nullptr ? entry->version : "";
-  if (name.empty() || entry->register_components == nullptr) {
-    throw PluginError(
-        fmt::format("{}: the plugin description has no name or no register "
-                    "function",
-                    where));
-  }
+  const PluginEntry& entry = checked_entry(*lib, where);
+  const std::string name = entry.name;
+  const std::string version = entry.version != nullptr ? entry.version : "";
   registry_.set_current_origin(PluginOrigin{name, version, file});
-  try {
-    entry->register_components(registry_);
-  } catch (const PluginError&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw PluginError(fmt::format("{}: plugin '{}' failed to register its components: {}", where,
-                                  name, e.what()));
-  } catch (...) {
-    throw PluginError(
-        fmt::format("{}: plugin '{}' failed to register its components: unknown "
-                    "exception",
-                    where, name));
-  }
+  register_plugin(entry, registry_, where);
   plugins_.push_back(LoadedPlugin{name, version, file});
   log_debug("plugin", "loaded {} {} from {}", name, version, where);
 }
