@@ -40,8 +40,9 @@ int dispatch(int argc, char** argv) {
   app.add_flag("--verbose", verbose,
                "error messages keep libtorch's C++ stack traces (as BERTLAB_DEBUG=1)");
   PluginOptions plugins;
+  CommandLine root(&app);
   std::vector<Command> commands;
-  for (DefineCommand define : kCommands) commands.push_back(define(app, plugins));
+  for (DefineCommand define : kCommands) commands.push_back(define(root, plugins));
 
   const bool reference = argc == 2 && std::strcmp(argv[1], "--cli-reference") == 0;
   if (reference || wants_top_help(argc, argv)) app.footer(plugin_tools_footer(plugins));
@@ -57,7 +58,7 @@ int dispatch(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : kExitConfig;
   }
   for (const Command& command : commands) {
-    if (command.app->parsed()) return command.action();
+    if (command.command.parsed()) return command.action();
   }
   return kExitConfig;
 }

@@ -6,7 +6,6 @@
 #include <bertlab/error.h>
 #include <bertlab/log.h>
 #include <torch/csrc/api/include/torch/version.h>
-#include <CLI/CLI.hpp>
 
 #include <filesystem>
 
@@ -40,13 +39,11 @@ namespace {
 
 }  // namespace
 
-void add_plugin_options(CLI::App& command, PluginOptions& plugins) {
-  command
-      .add_option("--plugin-dir", plugins.plugin_dirs,
-                  "extra folder of plugin libraries (repeatable; BERTLAB_PLUGIN_PATH too)")
-      ->allow_extra_args(false);  // one folder per --plugin-dir: what follows is not one
-  command.add_flag("--allow-insecure-plugins", plugins.allow_insecure,
-                   "load plugin files or folders that every user may write");
+void add_plugin_options(CommandLine& command, PluginOptions& plugins) {
+  command.option("--plugin-dir", plugins.plugin_dirs,
+                 "extra folder of plugin libraries (repeatable; BERTLAB_PLUGIN_PATH too)");
+  command.flag("--allow-insecure-plugins", plugins.allow_insecure,
+               "load plugin files or folders that every user may write");
 }
 
 void load_plugins(PluginHost& host, const PluginOptions& plugins) {
@@ -72,13 +69,10 @@ int with_plugin_host(const std::function<int(PluginHost&)>& body) {
   }
 }
 
-void add_experiment_args(CLI::App& command, ExperimentArgs& args, const std::string& verb) {
-  command.add_option("experiment", args.file, "experiment TOML file")->required();
-  // One value per flag: `--set a=1 EXP.toml` leaves the file to the positional.
-  command.add_option("--variant", args.variants, verb + " only this variant (repeatable)")
-      ->allow_extra_args(false);
-  command.add_option("--set", args.sets, "override SECTION.KEY=VALUE (repeatable)")
-      ->allow_extra_args(false);
+void add_experiment_args(CommandLine& command, ExperimentArgs& args, const std::string& verb) {
+  command.positional("experiment", args.file, "experiment TOML file");
+  command.option("--variant", args.variants, verb + " only this variant (repeatable)");
+  command.option("--set", args.sets, "override SECTION.KEY=VALUE (repeatable)");
 }
 
 ResolvedExperiment load_experiment(const PluginHost& host, const ExperimentArgs& args) {

@@ -1,5 +1,5 @@
 #pragma once
-// What the commands of `bertlab` share: a command is a CLI11 subcommand whose options are bound
+// What the commands of `bertlab` share: a command is a subcommand whose options are bound
 // to state its action owns; main.cpp holds the table of them. Also here: the plugin-folder
 // flags, loading plugins into a PluginHost whose exceptions outlive it, and the experiment
 // arguments of run, validate and gradcheck.
@@ -8,11 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "commands/command_line.h"
 #include "config/experiment.h"
-
-namespace CLI {
-class App;
-}
 
 namespace bertlab {
 
@@ -27,15 +24,15 @@ struct PluginOptions {
 /// One command: its subcommand in the application, and what runs when the command line chose it
 /// (returns the exit code).
 struct Command {
-  CLI::App* app = nullptr;
+  CommandLine command;
   std::function<int()> action;
 };
 
 /// Adds a command's subcommand to `parent`; plugin folders go to `plugins`, which outlives it.
-using DefineCommand = Command (*)(CLI::App& parent, PluginOptions& plugins);
+using DefineCommand = Command (*)(CommandLine& parent, PluginOptions& plugins);
 
 /// Adds `--plugin-dir` and `--allow-insecure-plugins` to `command`.
-void add_plugin_options(CLI::App& command, PluginOptions& plugins);
+void add_plugin_options(CommandLine& command, PluginOptions& plugins);
 
 /// Loads the plugins of `plugins`' folders and the default search path into `host`.
 void load_plugins(PluginHost& host, const PluginOptions& plugins);
@@ -58,7 +55,7 @@ struct ExperimentArgs {
 
 /// Adds the positional experiment file, --variant and --set to `command` (`verb`: what the
 /// command does to a variant, for --variant's help).
-void add_experiment_args(CLI::App& command, ExperimentArgs& args, const std::string& verb);
+void add_experiment_args(CommandLine& command, ExperimentArgs& args, const std::string& verb);
 
 /// Parses and resolves the experiment `args` name against the plugins `host` loaded. Throws
 /// ConfigError with every problem found.

@@ -9,16 +9,17 @@
 
 namespace bertlab {
 
-Command define_run_command(CLI::App& parent, PluginOptions& plugins);        // run.cpp
-Command define_validate_command(CLI::App& parent, PluginOptions& plugins);   // validate.cpp
-Command define_gradcheck_command(CLI::App& parent, PluginOptions& plugins);  // gradcheck.cpp
-Command define_bench_command(CLI::App& parent, PluginOptions& plugins);      // bench.cpp
-Command define_inspect_command(CLI::App& parent, PluginOptions& plugins);    // inspect.cpp
-Command define_convert_command(CLI::App& parent, PluginOptions& plugins);    // convert.cpp
-Command define_compare_command(CLI::App& parent, PluginOptions& plugins);    // compare.cpp
-Command define_plugins_command(CLI::App& parent, PluginOptions& plugins);    // plugins.cpp
-Command define_tokenize_command(CLI::App& parent, PluginOptions& plugins);   // tokenize_command.cpp
-Command define_launch_command(CLI::App& parent, PluginOptions& plugins);     // launch.cpp
+Command define_run_command(CommandLine& parent, PluginOptions& plugins);        // run.cpp
+Command define_validate_command(CommandLine& parent, PluginOptions& plugins);   // validate.cpp
+Command define_gradcheck_command(CommandLine& parent, PluginOptions& plugins);  // gradcheck.cpp
+Command define_bench_command(CommandLine& parent, PluginOptions& plugins);      // bench.cpp
+Command define_inspect_command(CommandLine& parent, PluginOptions& plugins);    // inspect.cpp
+Command define_convert_command(CommandLine& parent, PluginOptions& plugins);    // convert.cpp
+Command define_compare_command(CommandLine& parent, PluginOptions& plugins);    // compare.cpp
+Command define_plugins_command(CommandLine& parent, PluginOptions& plugins);    // plugins.cpp
+Command define_tokenize_command(CommandLine& parent,
+                                PluginOptions& plugins);                     // tokenize_command.cpp
+Command define_launch_command(CommandLine& parent, PluginOptions& plugins);  // launch.cpp
 
 // Plugin tools (tool.cpp): `bertlab GROUP TOOL ...`, the groups and tools the plugins add.
 

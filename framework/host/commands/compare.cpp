@@ -1,8 +1,6 @@
 // `bertlab compare RUN_DIR...`: the comparison and report of finished runs, rebuilt from their
 // files (report/compare.cpp does the work).
 
-#include <CLI/CLI.hpp>
-
 #include <iostream>
 #include <memory>
 
@@ -21,20 +19,19 @@ struct CompareArgs {
 
 }  // namespace
 
-Command define_compare_command(CLI::App& parent, PluginOptions& /*plugins*/) {
+Command define_compare_command(CommandLine& parent, PluginOptions& /*plugins*/) {
   auto args = std::make_shared<CompareArgs>();
-  CLI::App* command = parent.add_subcommand(
+  CommandLine command = parent.subcommand(
       "compare", "rebuild comparison.md/.csv, plots/ and report.html from finished runs");
-  command
-      ->add_option("runs", args->runs,
-                   "run folders: runs/EXPERIMENT or runs/EXPERIMENT/VARIANT (several, also of "
-                   "different experiments)")
-      ->required();
-  command->add_option("--output", args->output,
-                      "folder for the comparison (default: the experiment folder of the runs)");
-  command->add_option("--reference", args->options.reference,
-                      "reference variant for the parameter difference (default: [compare] "
-                      "reference, else the first)");
+  command.positionals("runs", args->runs,
+                      "run folders: runs/EXPERIMENT or runs/EXPERIMENT/VARIANT (several, also of "
+                      "different experiments)",
+                      /*required=*/true);
+  command.option("--output", args->output,
+                 "folder for the comparison (default: the experiment folder of the runs)");
+  command.option("--reference", args->options.reference,
+                 "reference variant for the parameter difference (default: [compare] "
+                 "reference, else the first)");
   return {command, [args] {
             CompareOptions options = args->options;
             options.runs.assign(args->runs.begin(), args->runs.end());

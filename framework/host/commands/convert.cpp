@@ -6,10 +6,9 @@
 #include <bertlab/error.h>
 #include <bertlab/io/checkpoint.h>
 #include <bertlab/io/safetensors.h>
-#include <bertlab/model/bert.h>
+#include <bertlab/model/bert_config.h>
 #include <bertlab/model/weight_names.h>
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <iostream>
 #include <map>
@@ -75,25 +74,27 @@ namespace {
 
 struct ConvertArgs {
   ConvertOptions options;
+  std::string from;         ///< --from
+  std::string to;           ///< --to
   std::string bert_config;  ///< --bert-config; empty: the one beside --from
 };
 
 }  // namespace
 
-Command define_convert_command(CLI::App& parent, PluginOptions& /*plugins*/) {
+Command define_convert_command(CommandLine& parent, PluginOptions& /*plugins*/) {
   auto args = std::make_shared<ConvertArgs>();
-  CLI::App* command = parent.add_subcommand("convert", "write any checkpoint as safetensors");
-  command
-      ->add_option("--from", args->options.from,
-                   "TF checkpoint (bert_model.ckpt), pytorch_model.bin or .safetensors")
-      ->required();
-  command->add_option("--to", args->options.to, "OUT.safetensors")->required();
-  command->add_option("--names", args->options.names,
-                      "hf: Hugging Face / bertlab names (default); google: TF names and layouts");
-  command->add_option("--bert-config", args->bert_config,
-                      "bert_config.json for the metadata (default: the one beside --from)");
+  CommandLine command = parent.subcommand("convert", "write any checkpoint as safetensors");
+  command.required_option("--from", args->from,
+                          "TF checkpoint (bert_model.ckpt), pytorch_model.bin or .safetensors");
+  command.required_option("--to", args->to, "OUT.safetensors");
+  command.option("--names", args->options.names,
+                 "hf: Hugging Face / bertlab names (default); google: TF names and layouts");
+  command.option("--bert-config", args->bert_config,
+                 "bert_config.json for the metadata (default: the one beside --from)");
   return {command, [args] {
             ConvertOptions options = args->options;
+            options.from = args->from;
+            options.to = args->to;
             if (!args->bert_config.empty()) options.bert_config = fs::path(args->bert_config);
             return convert_checkpoint(options, std::cout);
           }};

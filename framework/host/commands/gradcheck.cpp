@@ -9,7 +9,6 @@
 #include <bertlab/io/atomic_file.h>
 #include <bertlab/log.h>
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <cmath>
 #include <fstream>
@@ -512,18 +511,18 @@ int gradcheck(const GradcheckArgs& args, const PluginOptions& plugins) {
 
 }  // namespace
 
-Command define_gradcheck_command(CLI::App& parent, PluginOptions& plugins) {
+Command define_gradcheck_command(CommandLine& parent, PluginOptions& plugins) {
   auto args = std::make_shared<GradcheckArgs>();
-  CLI::App* command = parent.add_subcommand(
+  CommandLine command = parent.subcommand(
       "gradcheck", "compare every variant's gradients and parameters with the reference's");
-  add_experiment_args(*command, args->experiment, "check");
-  command->add_option("--steps", args->steps, "optimizer steps per variant (default 3)");
-  command->add_option("--output-dir", args->experiment.output_dir,
-                      "folder for gradcheck.md and gradcheck.json");
-  command->add_option("--save-baseline", args->save_baseline,
-                      "write per-step gradient norms, losses and parameter checksums here");
-  command->add_option("--baseline", args->baseline, "fail when the numbers differ from this file");
-  add_plugin_options(*command, plugins);
+  add_experiment_args(command, args->experiment, "check");
+  command.option("--steps", args->steps, "optimizer steps per variant (default 3)");
+  command.option("--output-dir", args->experiment.output_dir,
+                 "folder for gradcheck.md and gradcheck.json");
+  command.option("--save-baseline", args->save_baseline,
+                 "write per-step gradient norms, losses and parameter checksums here");
+  command.option("--baseline", args->baseline, "fail when the numbers differ from this file");
+  add_plugin_options(command, plugins);
   return {command, [args, &plugins] { return gradcheck(*args, plugins); }};
 }
 

@@ -2,12 +2,10 @@
 
 #include "commands/inspect.h"
 
-#include <ATen/ATen.h>
+#include <ATen/core/Tensor.h>
 #include <bertlab/error.h>
 #include <bertlab/io/checkpoint.h>
 #include <fmt/format.h>
-
-#include <CLI/CLI.hpp>
 
 #include <iostream>
 #include <memory>
@@ -51,14 +49,12 @@ struct InspectArgs {
 
 }  // namespace
 
-Command define_inspect_command(CLI::App& parent, PluginOptions& /*plugins*/) {
+Command define_inspect_command(CommandLine& parent, PluginOptions& /*plugins*/) {
   auto args = std::make_shared<InspectArgs>();
-  CLI::App* command = parent.add_subcommand("inspect", "list the tensors of a checkpoint");
-  command
-      ->add_option("checkpoint", args->checkpoint,
-                   "TF checkpoint (bert_model.ckpt), pytorch_model.bin or .safetensors")
-      ->required();
-  command->add_flag("--stats", args->stats, "add mean, std, min and max of each tensor");
+  CommandLine command = parent.subcommand("inspect", "list the tensors of a checkpoint");
+  command.positional("checkpoint", args->checkpoint,
+                     "TF checkpoint (bert_model.ckpt), pytorch_model.bin or .safetensors");
+  command.flag("--stats", args->stats, "add mean, std, min and max of each tensor");
   return {command, [args] { return inspect_checkpoint(args->checkpoint, args->stats, std::cout); }};
 }
 

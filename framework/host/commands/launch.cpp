@@ -11,7 +11,6 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <CLI/CLI.hpp>
 
 #include <cerrno>
 #include <cstdio>
@@ -193,16 +192,16 @@ int launch_processes(const LaunchOptions& options) {
 
 // `bertlab launch [--nproc N] [--master-port P] -- COMMAND...`: everything after `--` is the
 // ranks' command line, passed through untouched.
-Command define_launch_command(CLI::App& parent, PluginOptions& /*plugins*/) {
+Command define_launch_command(CommandLine& parent, PluginOptions& /*plugins*/) {
   auto options = std::make_shared<LaunchOptions>();
-  CLI::App* command = parent.add_subcommand(
+  CommandLine command = parent.subcommand(
       "launch", "start N local processes as the ranks of one run, with torchrun's variables");
-  command->add_option("--nproc", options->nproc, "processes (ranks) to start")
-      ->capture_default_str();
-  command->add_option("--master-port", options->master_port,
-                      "rank 0's store port (MASTER_PORT); 0: a free one");
-  command->add_option("command", options->command,
-                      "after --: the ranks' program and arguments (bertlab: this executable)");
+  command.option("--nproc", options->nproc, "processes (ranks) to start (default 2)");
+  command.option("--master-port", options->master_port,
+                 "rank 0's store port (MASTER_PORT); 0: a free one");
+  command.positionals("command", options->command,
+                      "after --: the ranks' program and arguments (bertlab: this executable)",
+                      /*required=*/false);
   return {command, [options] { return launch_processes(*options); }};
 }
 

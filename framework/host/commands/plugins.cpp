@@ -3,7 +3,6 @@
 
 #include <bertlab/error.h>
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <iostream>
 #include <memory>
@@ -77,19 +76,17 @@ int plugins_command(const PluginsArgs& args, const PluginOptions& plugins) {
 
 }  // namespace
 
-Command define_plugins_command(CLI::App& parent, PluginOptions& plugins) {
+Command define_plugins_command(CommandLine& parent, PluginOptions& plugins) {
   auto args = std::make_shared<PluginsArgs>();
-  CLI::App* command = parent.add_subcommand("plugins", "list the components of every plugin");
-  CLI::Option* describe =
-      command->add_option("--describe", args->describe, "print the options of the component NAME")
-          ->expected(0, 1);
-  command->add_flag("--all", args->all,
-                    "with --describe (no NAME): every component's options and every tool");
-  command->add_option("--format", args->format,
-                      "text (default) or markdown (docs/plugin-reference.md)");
-  add_plugin_options(*command, plugins);
-  return {command, [args, describe, &plugins] {
-            args->describe_given = describe->count() > 0;
+  CommandLine command = parent.subcommand("plugins", "list the components of every plugin");
+  command.optional_value_option("--describe", args->describe,
+                                "print the options of the component NAME");
+  command.flag("--all", args->all,
+               "with --describe (no NAME): every component's options and every tool");
+  command.option("--format", args->format, "text (default) or markdown (docs/plugin-reference.md)");
+  add_plugin_options(command, plugins);
+  return {command, [args, command, &plugins] {
+            args->describe_given = command.given("--describe");
             return plugins_command(*args, plugins);
           }};
 }

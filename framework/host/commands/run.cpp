@@ -1,7 +1,6 @@
 // `bertlab run EXPERIMENT`: every variant of an experiment file, then their comparison.
 
 #include <bertlab/log.h>
-#include <CLI/CLI.hpp>
 
 #include <iostream>
 #include <memory>
@@ -47,16 +46,15 @@ int run(const RunArgs& args, const PluginOptions& plugins) {
 
 }  // namespace
 
-Command define_run_command(CLI::App& parent, PluginOptions& plugins) {
+Command define_run_command(CommandLine& parent, PluginOptions& plugins) {
   auto args = std::make_shared<RunArgs>();
-  CLI::App* command = parent.add_subcommand("run", "run an experiment's variants and compare them");
-  add_experiment_args(*command, args->experiment, "run");
-  command->add_option("--output-dir", args->experiment.output_dir,
-                      "results folder (default [experiment] output_dir)");
-  command->add_flag(
-      "--resume", args->resume,
-      "continue each variant from its newest checkpoint (as --set train.resume=true)");
-  add_plugin_options(*command, plugins);
+  CommandLine command = parent.subcommand("run", "run an experiment's variants and compare them");
+  add_experiment_args(command, args->experiment, "run");
+  command.option("--output-dir", args->experiment.output_dir,
+                 "results folder (default [experiment] output_dir)");
+  command.flag("--resume", args->resume,
+               "continue each variant from its newest checkpoint (as --set train.resume=true)");
+  add_plugin_options(command, plugins);
   return {command, [args, &plugins] { return run(*args, plugins); }};
 }
 

@@ -5,7 +5,6 @@
 #include <bertlab/error.h>
 #include <bertlab/text/tokenizer.h>
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <functional>
 #include <iostream>
@@ -129,12 +128,12 @@ int tokenize(const TokenizeArgs& args) {
 
 }  // namespace
 
-Command define_tokenize_command(CLI::App& parent, PluginOptions& /*plugins*/) {
+Command define_tokenize_command(CommandLine& parent, PluginOptions& /*plugins*/) {
   auto args = std::make_shared<TokenizeArgs>();
-  CLI::App* command = parent.add_subcommand("tokenize", "tokenize stdin lines as Google BERT does");
-  command->add_option("--vocab", args->vocab, "vocab.txt")->required();
-  command->add_flag("--no-lower-case", args->no_lower_case, "keep case and accents");
-  command->add_flag("--ids", args->ids, "print token ids instead of tokens");
+  CommandLine command = parent.subcommand("tokenize", "tokenize stdin lines as Google BERT does");
+  command.required_option("--vocab", args->vocab, "vocab.txt");
+  command.flag("--no-lower-case", args->no_lower_case, "keep case and accents");
+  command.flag("--ids", args->ids, "print token ids instead of tokens");
   return {command, [args] { return tokenize(*args); }};
 }
 

@@ -57,7 +57,8 @@ int run_plugin_tool(const std::vector<std::string>& args) {
   parser.set_help_flag();
   parser.allow_extras();
   PluginOptions plugins;
-  add_plugin_options(parser, plugins);
+  CommandLine line(&parser);
+  add_plugin_options(line, plugins);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses from the back
   try {
     parser.parse(reversed);

@@ -1,8 +1,6 @@
 // `bertlab validate EXPERIMENT`: checks an experiment file against the plugins' option
 // declarations and prints each resolved variant, without running anything.
 
-#include <CLI/CLI.hpp>
-
 #include <iostream>
 #include <memory>
 
@@ -27,12 +25,12 @@ int validate(const ExperimentArgs& args, const PluginOptions& plugins) {
 
 }  // namespace
 
-Command define_validate_command(CLI::App& parent, PluginOptions& plugins) {
+Command define_validate_command(CommandLine& parent, PluginOptions& plugins) {
   auto args = std::make_shared<ExperimentArgs>();
-  CLI::App* command =
-      parent.add_subcommand("validate", "check an experiment file; print each resolved variant");
-  add_experiment_args(*command, *args, "check");
-  add_plugin_options(*command, plugins);
+  CommandLine command =
+      parent.subcommand("validate", "check an experiment file; print each resolved variant");
+  add_experiment_args(command, *args, "check");
+  add_plugin_options(command, plugins);
   return {command, [args, &plugins] { return validate(*args, plugins); }};
 }
 
