@@ -1,3 +1,6 @@
+// Gradient collectives: the bucketed dense all-reduce (sum, /N) strategies share, optionally in a
+// 16-bit wire format.
+
 #include <ATen/ATen.h>
 #include <bertlab/collectives.h>
 #include <bertlab/communicator.h>
@@ -5,11 +8,60 @@
 
 namespace bertlab {
 
-void all_reduce_mean_dense(GradientSet& grads, Communicator& comm, double bucket_mb) {
-  const int world = comm.world_size();
-  if (world == 1) return;
+namespace {
+
+at::ScalarType scalar_type(WireFormat wire) {
+  switch (wire) {
+    case WireFormat::kFloat16:
+      return at::kHalf;
+    case WireFormat::kBFloat16:
+      return at::kBFloat16;
+    case WireFormat::kFloat32:
+      break;
+  }
+  return at::kFloat;
+}
+
+/// The ranks' tensors added in rank order, each addition rounded to their type. bfloat16 buckets
+/// are all-gathered and summed so: Gloo in libtorch 1.13 has no bfloat16 all-reduce.
+at::Tensor sum_in_rank_order(const std::vector<at::Tensor>& parts) {
+  at::Tensor sum = parts.front().clone();
+  for (size_t r = 1; r < parts.size(); ++r) sum.add_(parts[r]);
+  return sum;
+}
+
+/// Sum over the ranks divided by `world`, of `flat` (float32), through the wire format.
+at::Tensor mean_over_ranks(const at::Tensor& flat, Communicator& comm,
+                           const DenseReduceOptions& options) {
+  const double world = comm.world_size();
+  if (options.wire == WireFormat::kFloat32) {
+    std::vector<at::Tensor> buffer{flat};
+    comm.all_reduce_sum(buffer);
+    return buffer[0].div_(world);
+  }
+  const at::ScalarType type = scalar_type(options.wire);
+  std::vector<at::Tensor> buffer{options.divide_before_cast ? flat.div(world).to(type)
+                                                            : flat.to(type)};
+  if (type == at::kBFloat16) {
+    // The 16 bits travel as float16, which Gloo gathers (a copy, no arithmetic), and are read
+    // back as bfloat16.
+    std::vector<at::Tensor> parts = comm.all_gather(buffer[0].view(at::kHalf));
+    for (auto& part : parts) part = part.view(at::kBFloat16);
+    buffer[0] = sum_in_rank_order(parts);
+  } else {
+    comm.all_reduce_sum(buffer);
+  }
+  at::Tensor mean = buffer[0].to(flat.scalar_type());
+  return options.divide_before_cast ? mean : mean.div_(world);
+}
+
+}  // namespace
+
+void all_reduce_mean_dense(GradientSet& grads, Communicator& comm,
+                           const DenseReduceOptions& options) {
+  if (comm.world_size() == 1) return;
   comm.set_traffic(Traffic::kDense);
-  const auto bucket_bytes = static_cast<int64_t>(bucket_mb * 1024.0 * 1024.0);
+  const auto bucket_bytes = static_cast<int64_t>(options.bucket_mb * 1024.0 * 1024.0);
   std::vector<GradientEntry*> bucket;
   int64_t bytes = 0;
   auto flush = [&] {
@@ -17,13 +69,11 @@ void all_reduce_mean_dense(GradientSet& grads, Communicator& comm, double bucket
     std::vector<at::Tensor> flat;
     flat.reserve(bucket.size());
     for (auto* e : bucket) flat.push_back(e->dense.reshape({-1}));
-    std::vector<at::Tensor> buffer{at::cat(flat)};
-    comm.all_reduce_sum(buffer);
-    buffer[0].div_(static_cast<double>(world));
+    const at::Tensor mean = mean_over_ranks(at::cat(flat), comm, options);
     int64_t offset = 0;
     for (auto* e : bucket) {
       const int64_t n = e->dense.numel();
-      e->dense.copy_(buffer[0].narrow(0, offset, n).view(e->dense.sizes()));
+      e->dense.copy_(mean.narrow(0, offset, n).view(e->dense.sizes()));
       offset += n;
     }
     bucket.clear();
@@ -39,6 +89,12 @@ void all_reduce_mean_dense(GradientSet& grads, Communicator& comm, double bucket
   }
   flush();
   comm.set_traffic(Traffic::kOther);
+}
+
+void all_reduce_mean_dense(GradientSet& grads, Communicator& comm, double bucket_mb) {
+  DenseReduceOptions options;
+  options.bucket_mb = bucket_mb;
+  all_reduce_mean_dense(grads, comm, options);
 }
 
 }  // namespace bertlab

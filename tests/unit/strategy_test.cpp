@@ -9,6 +9,7 @@
 #include <bertlab/strategy.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <thread>
 
@@ -75,7 +76,8 @@ class StrategyPlugins : public ::testing::Test {
  protected:
   /// Runs strategy `name` with `options` on both replicas; returns each rank's result.
   std::vector<GradientSet> reduce(const std::string& name,
-                                  std::map<std::string, OptionValue> options = {}) {
+                                  std::map<std::string, OptionValue> options = {},
+                                  const std::function<GradientSet(int)>& local = local_gradients) {
     const Component* c =
         bertlab::testing::builtin_plugins().registry().find(ComponentKind::kStrategy, name);
     EXPECT_NE(c, nullptr) << name;
@@ -83,7 +85,7 @@ class StrategyPlugins : public ::testing::Test {
     std::vector<GradientSet> out(kWorld);
     const auto errors = on_every_rank(std::chrono::seconds(30), [&](int r, Communicator& comm) {
       auto strategy = c->strategy_factory(view);
-      out[r] = local_gradients(r);
+      out[r] = local(r);
       strategy->reduce_gradients(out[r], comm);
     });
     for (int r = 0; r < kWorld; ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
@@ -105,6 +107,51 @@ TEST_F(StrategyPlugins, MirroredAveragesDenselyOnEveryRank) {
   EXPECT_FALSE(e[0].is_sparse());
   EXPECT_TRUE(at::equal(e[0].dense, mean_embedding())) << e[0].dense;
   EXPECT_TRUE(at::equal(e[1].dense, at::tensor({2.f, 4.f})));
+}
+
+/// A dense gradient whose average a 16-bit wire rounds by a hand-computable amount:
+/// rank 0 [1 + 2^-12, 1000.1, 40000], rank 1 [1, 70000, 40000].
+GradientSet rounding_gradients(int rank) {
+  GradientSet g;
+  GradientEntry w;
+  w.name = "w";
+  w.shape = {3};
+  w.dense = rank == 0 ? at::tensor({1.f + std::ldexp(1.f, -12), 1000.1f, 40000.f})
+                      : at::tensor({1.f, 70000.f, 40000.f});
+  g.add(w);
+  return g;
+}
+
+// fp16, divided before the cast: 0.5 + 2^-13 rounds to 0.5 (half's spacing at 0.5 is 2^-11), so
+// the first mean is 1, not 1 + 2^-13; 500.05 → 500 (spacing 0.25), 35000 → 35008 (spacing 32),
+// their sum 35508 → 35520; 20000 + 20000 = 40000 stays in range.
+TEST_F(StrategyPlugins, MirroredFp16IsTheMeanRoundedToHalfByHand) {
+  auto results = reduce("mirrored", {{"compression", std::string("fp16")}}, rounding_gradients);
+  expect_same_on_every_rank(results);
+  EXPECT_TRUE(at::equal(results[0].entries()[0].dense, at::tensor({1.f, 35520.f, 40000.f})))
+      << results[0].entries()[0].dense;
+}
+
+// bf16 (8 significant bits): 0.5 + 2^-13 → 0.5; 500.05 → 500 (spacing 2), 35000 → 35072
+// (spacing 256), the sum 35572 → 35584; 20000 → 19968 (spacing 128), the sum 39936.
+TEST_F(StrategyPlugins, MirroredBf16IsTheMeanRoundedToBfloat16ByHand) {
+  auto results = reduce("mirrored", {{"compression", std::string("bf16")}}, rounding_gradients);
+  expect_same_on_every_rank(results);
+  EXPECT_TRUE(at::equal(results[0].entries()[0].dense, at::tensor({1.f, 35584.f, 39936.f})))
+      << results[0].entries()[0].dense;
+}
+
+// Cast before the division (fp16_compress_hook before PyTorch #57410's fix): 70000 is already
+// past half's 65504, and 40000 + 40000 overflows in the sum; both are inf after /2.
+TEST_F(StrategyPlugins, CastBeforeDivideEmulationOverflowsFp16) {
+  auto results =
+      reduce("mirrored",
+             {{"compression", std::string("fp16")}, {"emulate", std::string("cast_before_divide")}},
+             rounding_gradients);
+  const at::Tensor g = results[0].entries()[0].dense;
+  EXPECT_EQ(g[0].item<float>(), 1.f) << g;
+  EXPECT_TRUE(std::isinf(g[1].item<float>())) << g;
+  EXPECT_TRUE(std::isinf(g[2].item<float>())) << g;
 }
 
 TEST_F(StrategyPlugins, SparseAllgatherGivesTheMeanAsCoalescedRows) {

@@ -44,6 +44,8 @@ void add_step_training(CommandLine& c, StepBenchOptions& o) {
   c.flag("--sparse-embeddings", o.sparse_embeddings, "word-embedding gradient as sparse rows");
   c.flag("--overlap-backward", o.overlap_backward,
          "the strategy's overlap_backward: all-reduce while backward runs");
+  c.option("--compression", o.compression,
+           "the strategy's compression: fp16 or bf16 buckets on the wire (mirrored)");
   c.option("--bucket-mb", o.bucket_mb,
            "the strategy's all-reduce bucket MiB (default: its default)");
   c.option("--optimizer", o.optimizer, "default adam_weight_decay");

@@ -166,6 +166,12 @@ std::map<std::string, OptionValue> strategy_values(const StepBenchOptions& o,
           fmt::format("--bucket-mb: the {} strategy has no bucket_mb option", o.strategy));
     values["bucket_mb"] = o.bucket_mb;
   }
+  if (!o.compression.empty()) {
+    check(declares(strategy, "compression"),
+          fmt::format("--compression: the {} strategy has no compression option; use mirrored",
+                      o.strategy));
+    values["compression"] = o.compression;
+  }
   return values;
 }
 
@@ -326,6 +332,9 @@ nlohmann::ordered_json report(const BenchContext& ctx, const Phases& phases) {
   j["replicas"] = o.replicas;
   j["sparse_embeddings"] = o.sparse_embeddings;
   j["overlap_backward"] = o.overlap_backward;
+  if (declares(ctx.strategy, "compression")) {
+    j["compression"] = ctx.strategy_view.get_string("compression");
+  }
   if (declares(ctx.strategy, "bucket_mb")) {
     j["bucket_mb"] = ctx.strategy_view.get_float("bucket_mb");
   }

@@ -25,7 +25,8 @@ struct StepBenchOptions {
   /// The strategy's overlap_backward: dense buckets all-reduced while backward runs; the
   /// communication share is then the wait left after backward.
   bool overlap_backward = false;
-  double bucket_mb = 0;  ///< the strategy's bucket_mb; 0: its default
+  double bucket_mb = 0;     ///< the strategy's bucket_mb; 0: its default
+  std::string compression;  ///< the strategy's compression (mirrored: fp16, bf16); empty: none
   std::string task = "squad";
   std::string optimizer = "adam_weight_decay";
   std::string device = "cpu";      ///< cpu, cuda, cuda:N (every replica on it)

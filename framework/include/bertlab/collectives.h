@@ -6,9 +6,31 @@ namespace bertlab {
 class Communicator;
 class GradientSet;
 
-/// Averages every dense entry over the ranks: flattened into buckets of at most `bucket_mb`
-/// MiB, each all-reduced (sum) and divided by the world size. Sparse entries, and entries
-/// already averaged (GradientEntry::averaged), are left alone.
+/// How a dense bucket travels in all_reduce_mean_dense (mirrored's `compression`).
+enum class WireFormat {
+  kFloat32,   ///< as computed: exact up to summation order
+  kFloat16,   ///< IEEE half: 11-bit significand, largest finite 65504
+  kBFloat16,  ///< bfloat16: 8-bit significand, float32's range
+};
+
+/// How all_reduce_mean_dense averages.
+struct DenseReduceOptions {
+  double bucket_mb = 25.0;                 ///< MiB of float32 gradients per all-reduce bucket
+  WireFormat wire = WireFormat::kFloat32;  ///< the bucket's type during the all-reduce
+  /// With a compressed wire: true divides each bucket by N before the cast (PyTorch's
+  /// fp16_compress_hook after its fix, so the sum stays in range); false casts, sums and
+  /// divides after casting back, as the hook first did: a sum past 65504 is inf in float16.
+  bool divide_before_cast = true;
+};
+
+/// Averages every dense entry over the ranks: flattened into buckets of at most
+/// `options.bucket_mb` MiB, each all-reduced (sum) and divided by the world size, on the wire in
+/// `options.wire`. Sparse entries, and entries already averaged (GradientEntry::averaged), are
+/// left alone.
+void all_reduce_mean_dense(GradientSet& grads, Communicator& comm,
+                           const DenseReduceOptions& options);
+
+/// The same in float32 with buckets of `bucket_mb` MiB.
 void all_reduce_mean_dense(GradientSet& grads, Communicator& comm, double bucket_mb);
 
 }  // namespace bertlab

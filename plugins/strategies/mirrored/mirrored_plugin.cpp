@@ -1,9 +1,11 @@
 // The `mirrored` strategy: every gradient is averaged densely over the replicas. Sparse rows are
 // densified first, so the embedding costs a full all-reduce of the table (the reference cost
-// sparse_allgather improves on).
+// sparse_allgather improves on). `compression` sends the buckets as float16 or bfloat16, as
+// PyTorch's fp16_compress_hook / bf16_compress_hook do.
 
 #include <bertlab/collectives.h>
 #include <bertlab/communicator.h>
+#include <bertlab/error.h>
 #include <bertlab/grad.h>
 #include <bertlab/plugin.h>
 #include <bertlab/strategy.h>
@@ -13,9 +15,33 @@ namespace bertlab::mirrored {
 namespace {
 
 struct MirroredOptions {
-  double bucket_mb = 25.0;        ///< MiB per all-reduce bucket
+  DenseReduceOptions reduce;      ///< bucket size, wire format, division before or after the cast
   bool overlap_backward = false;  ///< dense buckets all-reduced while backward runs
 };
+
+WireFormat parse_compression(const std::string& value) {
+  if (value == "fp16") return WireFormat::kFloat16;
+  if (value == "bf16") return WireFormat::kBFloat16;
+  return WireFormat::kFloat32;
+}
+
+MirroredOptions read_options(const ConfigView& view) {
+  MirroredOptions options;
+  options.reduce.bucket_mb = view.get_float("bucket_mb");
+  options.reduce.wire = parse_compression(view.get_string("compression"));
+  options.reduce.divide_before_cast = view.get_string("emulate") != "cast_before_divide";
+  options.overlap_backward = view.get_bool("overlap_backward");
+  BERTLAB_CHECK_AS(ConfigError,
+                   !(options.overlap_backward && options.reduce.wire != WireFormat::kFloat32),
+                   "[strategy] overlap_backward = true with compression = \"{}\": the buckets "
+                   "all-reduced during backward travel as float32; set one of them off",
+                   view.get_string("compression"));
+  BERTLAB_CHECK_AS(ConfigError,
+                   options.reduce.divide_before_cast || options.reduce.wire != WireFormat::kFloat32,
+                   "[strategy] emulate = \"cast_before_divide\" needs compression = \"fp16\" or "
+                   "\"bf16\": in float32 there is no cast");
+  return options;
+}
 
 class MirroredStrategy final : public Strategy {
  public:
@@ -23,10 +49,10 @@ class MirroredStrategy final : public Strategy {
 
   void reduce_gradients(GradientSet& grads, Communicator& comm) override {
     grads.densify();
-    all_reduce_mean_dense(grads, comm, options_.bucket_mb);
+    all_reduce_mean_dense(grads, comm, options_.reduce);
   }
   double overlap_bucket_mb() const override {
-    return options_.overlap_backward ? options_.bucket_mb : 0.0;
+    return options_.overlap_backward ? options_.reduce.bucket_mb : 0.0;
   }
 
  private:
@@ -42,12 +68,17 @@ void register_components(Registry& registry) {
           {float_option("bucket_mb", 25.0, "MiB of gradients per all-reduce").above(0),
            bool_option("overlap_backward", false,
                        "all-reduce dense gradient buckets while backward runs (as "
-                       "PyTorch DDP); sparse rows are densified and all-reduced after it")}},
+                       "PyTorch DDP); sparse rows are densified and all-reduced after it"),
+           string_option("compression", "none",
+                         "the buckets' type on the wire: none (float32), fp16 or bf16 (each "
+                         "bucket divided by N, cast, all-reduced, cast back; half the bytes)")
+               .one_of({"none", "fp16", "bf16"}),
+           string_option("emulate", "none",
+                         "reproduce a published averaging: cast_before_divide (cast, sum, then "
+                         "/N, as fp16_compress_hook first did: the sum overflows float16)")
+               .one_of({"none", "cast_before_divide"})}},
       [](const ConfigView& view) {
-        MirroredOptions options;
-        options.bucket_mb = view.get_float("bucket_mb");
-        options.overlap_backward = view.get_bool("overlap_backward");
-        return std::make_unique<MirroredStrategy>(options);
+        return std::make_unique<MirroredStrategy>(read_options(view));
       });
 }
 
