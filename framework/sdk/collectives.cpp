@@ -4,7 +4,13 @@
 #include <ATen/ATen.h>
 #include <bertlab/collectives.h>
 #include <bertlab/communicator.h>
+#include <bertlab/error.h>
 #include <bertlab/grad.h>
+#include <bertlab/strategy.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
 
 namespace bertlab {
 
@@ -89,6 +95,33 @@ void all_reduce_mean_dense(GradientSet& grads, Communicator& comm,
   }
   flush();
   comm.set_traffic(Traffic::kOther);
+}
+
+StrategyContract dense_reduce_contract(WireFormat wire, int replicas) {
+  StrategyContract c;
+  if (wire == WireFormat::kFloat32) {
+    c.derivation =
+        "the float32 sum of the N gradients divided by N: one device's gradient up to the order "
+        "of the additions";
+    return c;
+  }
+  const bool half = wire == WireFormat::kFloat16;
+  const double u = half ? std::ldexp(1.0, -11) : std::ldexp(1.0, -8);
+  const double n = std::max(replicas, 1);
+  BERTLAB_CHECK(n * u < 1, "dense_reduce_contract: {} replicas is too many for a 16-bit bound",
+                replicas);
+  c.kind = ContractKind::kBounded;
+  c.rtol = n * u / (1 - n * u) + std::ldexp(1.0, -24);
+  // Below the smallest normal number a cast rounds to a multiple of the smallest subnormal.
+  c.atol = n * (half ? std::ldexp(1.0, -25) : std::ldexp(1.0, -134)) * 2;
+  c.derivation = fmt::format(
+      "each rank's g/N (float32, 2^-24) cast to {} (unit roundoff u = 2^-{}) and N − 1 {} "
+      "additions: |error| <= γ_N·mean|g| with γ_N = N·u/(1 − N·u) (Higham, Accuracy and "
+      "Stability of Numerical Algorithms, §4.2), plus N times the format's subnormal spacing; "
+      "only while no partial sum overflows ({})",
+      half ? "float16" : "bfloat16", half ? 11 : 8, half ? "float16" : "bfloat16",
+      half ? "65504" : "3.4e38");
+  return c;
 }
 
 void all_reduce_mean_dense(GradientSet& grads, Communicator& comm, double bucket_mb) {

@@ -319,6 +319,64 @@ TEST(EndToEndGradcheck, TheGradientAveragingExperimentMeetsEveryExpectation) {
   EXPECT_TRUE(fs::is_regular_file(dir.path() / "gradient-averaging/gradcheck.md"));
 }
 
+// Every strategy against the contract its plugin declares; each kind of check (bounded, exact
+// until a step, error feedback, replicas after a sync) has a variant that breaks it.
+TEST(EndToEndGradcheck, TheStrategyContractsExperimentKeepsEveryContract) {
+  TempDir dir;
+  const fs::path experiments = fs::path(BERTLAB_SOURCE_DIR) / "experiments";
+  auto r = run_bertlab({"gradcheck", (experiments / "strategy-contracts.toml").string(),
+                        "--output-dir", dir.path().string(), "--baseline",
+                        (experiments / "strategy-contracts.baseline.json").string()});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("every variant unchanged"), std::string::npos) << r.out;
+  auto json = nlohmann::json::parse(read_file(dir.path() / "strategy-contracts/gradcheck.json"));
+  const auto& v = json["variants"];
+  for (const char* name :
+       {"mirrored-fp16-2", "mirrored-fp16-4", "mirrored-bf16-2", "mirrored-bf16-4", "powersgd-2",
+        "powersgd-4", "local-sgd-2", "local-sgd-4"}) {
+    EXPECT_TRUE(v[name]["contract"]["holds"].get<bool>()) << name;
+  }
+  // The bounded rows stay within their bound, yet not trivially: they differ from the exact mean.
+  EXPECT_LE(v["mirrored-fp16-2"]["contract"]["bound_ratio"].get<double>(), 1.0);
+  EXPECT_GT(v["mirrored-fp16-2"]["dense_grad"]["max_abs"].get<double>(), 1e-6);
+  EXPECT_LT(v["powersgd-2"]["contract"]["error_feedback"].get<double>(), 1e-6);
+  EXPECT_EQ(v["local-sgd-4"]["contract"]["sync_difference"].get<double>(), 0.0);
+  // Each emulation breaks its contract, and the note says how.
+  EXPECT_FALSE(v["cast-before-divide-2"]["contract"]["holds"].get<bool>());
+  EXPECT_TRUE(v["cast-before-divide-2"]["contract"]["bound_ratio"].is_null());  // infinite
+  EXPECT_GT(v["powersgd-residual-from-average-2"]["contract"]["error_feedback"].get<double>(),
+            1e-3);
+  EXPECT_GT(v["local-sgd-own-rank-first-4"]["contract"]["sync_difference"].get<double>(), 0.0);
+  EXPECT_FALSE(v["local-sgd-4-replica-dropout"]["contract"]["holds"].get<bool>());
+  EXPECT_NE(r.out.find("`powersgd-residual-from-average-2` does not keep its contract"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("gradients before step 2 differ from the reference"), std::string::npos)
+      << r.out;
+}
+
+// A contract a strategy does not keep fails a variant that expects it.
+TEST(EndToEndGradcheck, ABrokenContractFailsItsVariant) {
+  const fs::path source = fs::path(BERTLAB_SOURCE_DIR) / "experiments" / "strategy-contracts.toml";
+  std::string text = read_file(source);
+  const std::string marker = "emulate = \"residual_from_average\" }\nexpect = \"differ\"";
+  const size_t at = text.find(marker);
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, marker.size(), "emulate = \"residual_from_average\" }");
+  const fs::path copy =
+      source.parent_path() / ("contracts-copy-" + std::to_string(::getpid()) + ".toml");
+  testing::write_file(copy, text);
+  TempDir dir;
+  auto r = run_bertlab({"gradcheck", copy.string(), "--output-dir", dir.path().string(),
+                        "--variant", "single", "--variant", "powersgd-residual-from-average-2"});
+  fs::remove(copy);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("| powersgd-residual-from-average-2 | contract |"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("FAIL: error feedback not conserved"), std::string::npos) << r.out;
+}
+
 TEST(EndToEndGradcheck, AnEmulationExpectedToMatchFails) {
   std::string text = read_file(gradient_averaging_experiment());
   const std::string marker = "emulate = \"no_divide\" }\nexpect = \"differ\"";

@@ -222,6 +222,167 @@ TEST_F(StrategyPlugins, ARankThatStopsMakesTheOthersFailWithinTheTimeout) {
 
 // Ranks whose collectives differ in size (another model on one rank) get an error on every
 // rank naming both sizes, not a hang or a sum of unrelated bytes.
+/// Strategy `name` with `options`, built on each rank by the plugin's factory.
+std::unique_ptr<Strategy> make_strategy(const std::string& name,
+                                        std::map<std::string, OptionValue> options) {
+  const Component* c =
+      bertlab::testing::builtin_plugins().registry().find(ComponentKind::kStrategy, name);
+  EXPECT_NE(c, nullptr) << name;
+  return c->strategy_factory(ConfigView("strategy", c->spec.options, std::move(options)));
+}
+
+StrategyContract contract_of(const std::string& name, std::map<std::string, OptionValue> options,
+                             int replicas) {
+  const Component* c =
+      bertlab::testing::builtin_plugins().registry().find(ComponentKind::kStrategy, name);
+  EXPECT_TRUE(c != nullptr && c->spec.contract) << name;
+  return c->spec.contract(ConfigView("strategy", c->spec.options, std::move(options)), replicas);
+}
+
+TEST(StrategyContracts, EveryBuiltInStrategyDeclaresOne) {
+  EXPECT_EQ(contract_of("single", {}, 1).summary(), "exact");
+  EXPECT_EQ(contract_of("mirrored", {}, 2).summary(), "exact");
+  EXPECT_EQ(contract_of("sparse_allgather", {}, 2).summary(), "exact");
+  // fp16 over 2 ranks: γ_2 = 2·2^-11 / (1 − 2·2^-11) plus float32's 2^-24 for the division.
+  const StrategyContract fp16 = contract_of("mirrored", {{"compression", std::string("fp16")}}, 2);
+  EXPECT_EQ(fp16.kind, ContractKind::kBounded);
+  EXPECT_DOUBLE_EQ(
+      fp16.rtol, 2 * std::ldexp(1.0, -11) / (1 - 2 * std::ldexp(1.0, -11)) + std::ldexp(1.0, -24));
+  EXPECT_DOUBLE_EQ(fp16.atol, 2 * std::ldexp(1.0, -24));
+  EXPECT_GT(contract_of("mirrored", {{"compression", std::string("bf16")}}, 4).rtol, 4 * fp16.rtol);
+  EXPECT_EQ(contract_of("powersgd", {{"start_step", int64_t{3}}}, 2).summary(),
+            "exact_until(step 3) + error_feedback_conserves");
+  EXPECT_EQ(contract_of("local_sgd", {{"start_step", int64_t{1}}}, 4).summary(),
+            "exact_until(step 1) + replicas_equal_after_sync");
+}
+
+// The fixed hook's bound holds on the hand-computed example: |r − m| <= atol + rtol·mean|g|.
+TEST_F(StrategyPlugins, MirroredFp16StaysWithinItsDeclaredBound) {
+  auto results = reduce("mirrored", {{"compression", std::string("fp16")}}, rounding_gradients);
+  const StrategyContract c = contract_of("mirrored", {{"compression", std::string("fp16")}}, 2);
+  const at::Tensor g0 = rounding_gradients(0).entries()[0].dense.to(at::kDouble);
+  const at::Tensor g1 = rounding_gradients(1).entries()[0].dense.to(at::kDouble);
+  const at::Tensor exact = (g0 + g1) / 2;
+  const at::Tensor room = c.atol + c.rtol * (g0.abs() + g1.abs()) / 2;
+  const at::Tensor diff = (results[0].entries()[0].dense.to(at::kDouble) - exact).abs();
+  EXPECT_TRUE((diff <= room).all().item<bool>()) << diff << room;
+  // And the bound is not loose by orders of magnitude: 35520 vs 35500.05 uses over a fifth of it.
+  EXPECT_GT((diff / room).max().item<double>(), 0.2);
+}
+
+/// A 4×3 matrix gradient whose mean over the two ranks is rank 1 (only its first row is
+/// non-zero), so rank-1 PowerSGD recovers it exactly whatever Q it starts from.
+GradientSet powersgd_gradients(int rank) {
+  GradientSet g;
+  GradientEntry w;
+  w.name = "w";
+  w.shape = {4, 3};
+  w.dense = rank == 0 ? at::tensor({1.f, 2.f, 3.f, 0.f, 0.f, 0.f, 4.f, 0.f, 0.f, 0.f, 0.f, 0.f})
+                      : at::tensor({3.f, 2.f, 1.f, 0.f, 0.f, 0.f, -4.f, 0.f, 0.f, 0.f, 0.f, 0.f});
+  w.dense = w.dense.view({4, 3});
+  g.add(w);
+  return g;
+}
+
+// One PowerSGD step by hand: P = M̄·Q = e1·(2, 2, 2)·Q is a multiple of e1, so P̂ = ±e1; the
+// average P̂·Q̄ᵀ = e1·e1ᵀ·M̄ = M̄ = [[2, 2, 2], 0, 0, 0]. Each rank sent e1·e1ᵀ·M_r (its first
+// row) and keeps the rest: rank 0 the 4 in row 3, rank 1 the −4. The emulated bug keeps
+// M_r − M̄ instead: rank 0 [[−1, 0, 1], 0, [4, 0, 0], 0].
+TEST(PowerSgd, OneRankOneStepOnA4x3MatrixByHand) {
+  for (const bool bug : {false, true}) {
+    std::vector<GradientSet> out(kWorld);
+    std::vector<std::vector<ErrorFeedbackRecord>> records(kWorld);
+    std::vector<std::vector<std::pair<std::string, at::Tensor>>> states(kWorld);
+    const auto errors = on_every_rank(std::chrono::seconds(30), [&](int r, Communicator& comm) {
+      auto s = make_strategy("powersgd",
+                             {{"min_compression_rate", 1.0},
+                              {"emulate", std::string(bug ? "residual_from_average" : "none")}});
+      s->begin_step(0);
+      out[r] = powersgd_gradients(r);
+      s->reduce_gradients(out[r], comm);
+      records[r] = s->last_error_feedback();
+      states[r] = s->state_dict();
+    });
+    for (int r = 0; r < kWorld; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+    const at::Tensor mean =
+        at::tensor({2.f, 2.f, 2.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f}).view({4, 3});
+    for (int r = 0; r < kWorld; ++r) {
+      EXPECT_TRUE(at::allclose(out[r].entries()[0].dense, mean, 0, 1e-6))
+          << out[r].entries()[0].dense;
+      ASSERT_EQ(records[r].size(), 1u);
+      const at::Tensor g = powersgd_gradients(r).entries()[0].dense;
+      at::Tensor kept = at::zeros({4, 3});
+      kept[2][0] = r == 0 ? 4.f : -4.f;
+      const at::Tensor expected_residual = bug ? g - mean : kept;
+      EXPECT_TRUE(at::allclose(records[r][0].residual_after, expected_residual, 0, 1e-6))
+          << records[r][0].residual_after;
+      EXPECT_TRUE(at::equal(records[r][0].residual_before, at::zeros({4, 3})));
+      // Conservation: g + 0 = sent + residual holds without the bug and breaks with it.
+      const double miss =
+          (g - records[r][0].sent - records[r][0].residual_after).abs().max().item<double>();
+      if (bug) {
+        EXPECT_GT(miss, 0.5);
+      } else {
+        EXPECT_LT(miss, 1e-6);
+      }
+      ASSERT_EQ(states[r].size(), 2u);  // w/q and w/residual
+    }
+  }
+}
+
+TEST(PowerSgd, AveragesExactlyBeforeStartStepAndVectorsAlways) {
+  std::vector<GradientSet> out(kWorld);
+  const auto errors = on_every_rank(std::chrono::seconds(30), [&](int r, Communicator& comm) {
+    auto s = make_strategy("powersgd", {{"start_step", int64_t{1}}});
+    s->begin_step(0);
+    out[r] = local_gradients(r);
+    s->reduce_gradients(out[r], comm);
+    EXPECT_TRUE(s->last_error_feedback().empty());
+  });
+  for (int r = 0; r < kWorld; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_TRUE(at::equal(out[0].entries()[0].to_dense(), mean_embedding()));
+  EXPECT_TRUE(at::equal(out[0].entries()[1].dense, at::tensor({2.f, 4.f})));
+}
+
+// Local SGD from step 0 with period 2: step 0 keeps each rank's own gradient and parameters;
+// after step 1 the parameters are the mean, bitwise equal on both ranks.
+TEST(LocalSgd, LocalStepsThenTheParametersAveragedAtTheSyncStep) {
+  std::vector<at::Tensor> params(kWorld);
+  std::vector<std::vector<bool>> synced(kWorld);
+  std::vector<at::Tensor> grads(kWorld);
+  const auto errors = on_every_rank(std::chrono::seconds(30), [&](int r, Communicator& comm) {
+    auto s = make_strategy("local_sgd", {{"period", int64_t{2}}});
+    params[r] = r == 0 ? at::tensor({1.f, 2.f, 3.f}) : at::tensor({3.f, 6.f, 10.f});
+    const std::vector<NamedTensor> named{{"p", params[r]}};
+    s->begin_step(0);
+    GradientSet g = powersgd_gradients(r);
+    s->reduce_gradients(g, comm);
+    grads[r] = g.entries()[0].dense;
+    synced[r].push_back(s->after_update(named, comm, 0));
+    s->begin_step(1);
+    synced[r].push_back(s->after_update(named, comm, 1));
+  });
+  for (int r = 0; r < kWorld; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_TRUE(at::equal(grads[0], powersgd_gradients(0).entries()[0].dense));  // local
+  EXPECT_EQ(synced[0], (std::vector<bool>{false, true}));
+  EXPECT_TRUE(at::equal(params[0], at::tensor({2.f, 4.f, 6.5f}))) << params[0];
+  EXPECT_TRUE(at::equal(params[0], params[1]));
+}
+
+TEST(LocalSgd, AveragesGradientsExactlyBeforeStartStep) {
+  std::vector<GradientSet> out(kWorld);
+  const auto errors = on_every_rank(std::chrono::seconds(30), [&](int r, Communicator& comm) {
+    auto s = make_strategy("local_sgd", {{"start_step", int64_t{2}}});
+    s->begin_step(1);
+    out[r] = local_gradients(r);
+    s->reduce_gradients(out[r], comm);
+    EXPECT_TRUE(s->after_update({}, comm, 1));
+  });
+  for (int r = 0; r < kWorld; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  expect_same_on_every_rank(out);
+  EXPECT_TRUE(at::equal(out[0].entries()[0].dense, mean_embedding()));
+}
+
 TEST(Communicator, RanksThatDisagreeOnACollectiveSizeFailOnEveryRank) {
   const auto errors = on_every_rank(std::chrono::seconds(10), [](int r, Communicator& comm) {
     std::vector<at::Tensor> same{at::ones({3})};

@@ -3,9 +3,11 @@
 #include "commands/describe.h"
 
 #include <bertlab/error.h>
+#include <bertlab/strategy.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <ostream>
 #include <tuple>
 
@@ -28,6 +30,32 @@ std::string default_text(const OptionDecl& d) {
   return def;
 }
 
+/// The replicas a contract is described for.
+constexpr int kDescribedReplicas = 2;
+
+/// A strategy's contract with its default options, then for each value of a string option
+/// that changes it; empty for a component without a contract.
+std::vector<std::string> contract_lines(const Component& c) {
+  std::vector<std::string> lines;
+  if (!c.spec.contract) return lines;
+  const auto summary = [&](std::map<std::string, OptionValue> values) {
+    return c.spec.contract(ConfigView(to_string(c.kind), c.spec.options, std::move(values)),
+                           kDescribedReplicas);
+  };
+  const StrategyContract defaults = summary({});
+  lines.push_back(fmt::format("{} (default options, {} replicas): {}", defaults.summary(),
+                              kDescribedReplicas, defaults.derivation));
+  for (const auto& d : c.spec.options) {
+    for (const auto& value : d.allowed) {
+      const StrategyContract other = summary({{d.key, value}});
+      if (other.summary() == defaults.summary()) continue;
+      lines.push_back(fmt::format("with {} = \"{}\": {}: {}", d.key, value, other.summary(),
+                                  other.derivation));
+    }
+  }
+  return lines;
+}
+
 void text_option(const OptionDecl& d, bool host_key, std::ostream& out) {
   out << fmt::format("  {:<28} {:<7} {:<16} {:<24} {}{}\n", d.key, to_string(d.type),
                      default_text(d), d.rule(), d.doc, host_key ? " [host]" : "");
@@ -42,6 +70,11 @@ void text_component(const Component& c, std::ostream& out) {
                      "DESCRIPTION");
   for (const auto& d : host_keys(c.kind)) text_option(d, true, out);
   for (const auto& d : c.spec.options) text_option(d, false, out);
+  const auto contract = contract_lines(c);
+  if (!contract.empty()) {
+    out << "\ncontract (docs/strategy-contracts.md):\n";
+    for (const auto& line : contract) out << "  " << line << "\n";
+  }
   out << "\n";
 }
 
@@ -81,10 +114,15 @@ void markdown_component(const Component& c, std::ostream& out) {
   out << fmt::format("Plugin `{}` {}. ", c.origin.plugin_name, c.origin.plugin_version);
   if (c.spec.options.empty()) {
     out << fmt::format("No keys besides the host's [{}] keys.\n\n", to_string(c.kind));
-    return;
+  } else {
+    out << fmt::format("Keys of [{}] besides the host's:\n\n", to_string(c.kind));
+    markdown_table(c.spec.options, out);
+    out << "\n";
   }
-  out << fmt::format("Keys of [{}] besides the host's:\n\n", to_string(c.kind));
-  markdown_table(c.spec.options, out);
+  const auto contract = contract_lines(c);
+  if (contract.empty()) return;
+  out << "Contract ([strategy contracts](strategy-contracts.md)):\n\n";
+  for (const auto& line : contract) out << "- " << line << "\n";
   out << "\n";
 }
 

@@ -8,6 +8,7 @@
 #include <bertlab/grad.h>
 #include <bertlab/io/atomic_file.h>
 #include <bertlab/log.h>
+#include <bertlab/strategy.h>
 #include <fmt/format.h>
 
 #include <cmath>
@@ -16,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -37,12 +39,33 @@ struct Trace {
   std::set<std::string> sparse_names;                    // parameters with sparse gradients
   std::vector<double> losses;                            // [step]
   std::map<std::string, at::Tensor> params;
+  std::vector<ContractMeasures> measures;  // [step] the contract's measures (with a contract)
+  std::string stopped;                     // why training stopped early (a non-finite step)
 };
+
+/// The contract the variant's strategy declares for its options and replicas, if any.
+std::optional<StrategyContract> contract_of(const ResolvedVariant& v) {
+  const ContractFn& fn = v.strategy.component->spec.contract;
+  if (!fn) return std::nullopt;
+  return fn(v.strategy.options, static_cast<int>(v.strategy_host.get_int("replicas")));
+}
+
+/// A training error that ends the variant but not the check (every rank raises it alike): a
+/// non-finite step, for one. Configuration, data, communication errors and signals end it.
+bool ends_variant_only(const Error& e) {
+  return dynamic_cast<const ConfigError*>(&e) == nullptr &&
+         dynamic_cast<const PluginError*>(&e) == nullptr &&
+         dynamic_cast<const DataError*>(&e) == nullptr &&
+         dynamic_cast<const CommError*>(&e) == nullptr &&
+         dynamic_cast<const Interrupted*>(&e) == nullptr;
+}
 
 Trace record(const ResolvedExperiment& experiment, const ResolvedVariant& variant, int64_t steps) {
   Trace trace;
   RunHooks hooks;
   hooks.max_steps = steps;
+  hooks.probe_contract = true;
+  hooks.on_contract = [&](int64_t, const ContractMeasures& m) { trace.measures.push_back(m); };
   hooks.on_averaged = [&](int64_t, const GradientSet& grads) {
     std::map<std::string, at::Tensor> step;
     for (const auto& e : grads.entries()) {
@@ -52,8 +75,14 @@ Trace record(const ResolvedExperiment& experiment, const ResolvedVariant& varian
     trace.grads.push_back(std::move(step));
   };
   hooks.on_loss = [&](int64_t, double loss) { trace.losses.push_back(loss); };
-  VariantResult result = run_variant(experiment, variant, hooks);
-  for (const auto& [name, t] : result.final_parameters) trace.params[name] = t.to(at::kDouble);
+  try {
+    VariantResult result = run_variant(experiment, variant, hooks);
+    for (const auto& [name, t] : result.final_parameters) trace.params[name] = t.to(at::kDouble);
+  } catch (const Error& e) {
+    if (!ends_variant_only(e)) throw;
+    trace.stopped = e.what();
+    log_info("gradcheck", "variant '{}' stopped: {}", variant.name, trace.stopped);
+  }
   return trace;
 }
 
@@ -208,22 +237,137 @@ std::vector<std::string> causes_of_difference(const ResolvedVariant& v,
   return causes;
 }
 
+/// Whether a variant kept its strategy's contract, and what was measured.
+struct ContractCheck {
+  bool holds = false;
+  std::vector<std::string> measured;  ///< "bound used 0.31", "error feedback 2.1e-08", ...
+  std::vector<std::string> broken;    ///< what did not hold, one phrase each
+  double bound_ratio = NAN;           ///< kBounded: worst |r − m| / (atol + rtol·mean|g|)
+  double error_feedback = NAN;        ///< worst relative conservation miss
+  double sync_difference = NAN;       ///< worst parameter difference right after a sync
+};
+
 struct Row {
   std::string variant;
   std::string expect;
+  std::optional<StrategyContract> contract;
+  ContractCheck check;
   Difference dense_grad, sparse_grad, params;
+  Difference until_grad;            ///< kExactUntil: the gradients of the steps before until_step
   double embedding_ratio = NAN;     ///< ||g_emb|| / ||g_emb of the reference|| at step 1
   std::vector<std::string> causes;  ///< besides averaging, what makes it differ (likeliest first)
+  std::string stopped;              ///< the error that ended the variant's training early
   bool match = false;
   bool pass = false;
 };
+
+std::string sci(double v) {
+  if (std::isnan(v)) return "n/a";
+  return fmt::format("{:.2e}", v);
+}
+
+/// The worst of `field` over the steps (NaN wins; NaN when no step has a value).
+template <typename F>
+double worst_over(const std::vector<ContractMeasures>& steps, F field) {
+  double worst = NAN;
+  for (const auto& m : steps) {
+    const double v = field(m);
+    if (std::isnan(v)) return v;
+    if (std::isnan(worst) || v > worst) worst = v;
+  }
+  return worst;
+}
+
+/// The invariants' measures of `t` against `c` into `check`.
+void check_invariants(const StrategyContract& c, const Trace& t, ContractCheck& check) {
+  if (c.claims(Invariant::kErrorFeedbackConserves)) {
+    int64_t reported = 0;
+    for (const auto& m : t.measures) reported = std::max(reported, m.error_feedback_entries);
+    check.error_feedback =
+        worst_over(t.measures, [](const ContractMeasures& m) { return m.error_feedback; });
+    check.measured.push_back(fmt::format("error feedback {}", sci(check.error_feedback)));
+    if (reported == 0) {
+      check.broken.push_back("the strategy reported no error feedback (last_error_feedback)");
+    } else if (!(check.error_feedback <= 1e-6)) {
+      check.broken.push_back(fmt::format(
+          "error feedback not conserved: g + residual − sent − new residual is {} of g + residual",
+          sci(check.error_feedback)));
+    }
+  }
+  if (c.claims(Invariant::kReplicasEqualAfterSync)) {
+    int64_t syncs = 0;
+    double worst = 0.0;
+    for (const auto& m : t.measures) {
+      if (!m.synced) continue;
+      ++syncs;
+      if (std::isnan(m.sync_difference) || m.sync_difference > worst) worst = m.sync_difference;
+    }
+    check.sync_difference = syncs > 0 ? worst : NAN;
+    check.measured.push_back(fmt::format("{} syncs, parameter difference {}", syncs, sci(worst)));
+    if (syncs == 0) {
+      check.broken.push_back("no synchronisation in the steps run; run more --steps");
+    } else if (!(worst == 0.0)) {
+      check.broken.push_back(
+          fmt::format("replicas differ by {} right after a synchronisation", sci(worst)));
+    }
+  }
+  if (c.claims(Invariant::kOptimizerStateSharded)) {
+    check.broken.push_back("optimizer_state_sharded is not measured by this bertlab yet");
+  }
+}
+
+/// Checks `t` against its strategy's contract `c` (`row` holds the differences from the
+/// reference already).
+ContractCheck check_contract(const StrategyContract& c, const Trace& t, const Row& row,
+                             size_t steps) {
+  ContractCheck check;
+  switch (c.kind) {
+    case ContractKind::kExact:
+      if (!row.match) check.broken.push_back("differs from the reference beyond rtol/atol");
+      break;
+    case ContractKind::kExactUntil: {
+      const auto exact_steps = std::min<size_t>(steps, static_cast<size_t>(c.until_step));
+      check.measured.push_back(fmt::format(
+          "{} max abs {}",
+          exact_steps == 1 ? std::string("step 1") : fmt::format("steps 1–{}", exact_steps),
+          sci(row.until_grad.max_abs)));
+      if (!row.until_grad.close) {
+        check.broken.push_back(
+            fmt::format("gradients before step {} differ from the reference", c.until_step + 1));
+      }
+      if (steps <= static_cast<size_t>(c.until_step) && !row.params.close) {
+        check.broken.push_back("parameters differ from the reference");
+      }
+      break;
+    }
+    case ContractKind::kBounded:
+      check.bound_ratio =
+          worst_over(t.measures, [](const ContractMeasures& m) { return m.bound_ratio; });
+      check.measured.push_back(fmt::format("bound used {}", sci(check.bound_ratio)));
+      if (t.measures.empty() || !(check.bound_ratio <= 1.0)) {
+        check.broken.push_back(
+            fmt::format("the averaged gradient left its bound ({}× the allowed difference)",
+                        sci(check.bound_ratio)));
+      }
+      break;
+  }
+  check_invariants(c, t, check);
+  if (!t.stopped.empty()) check.broken.push_back("training stopped: " + t.stopped);
+  check.holds = check.broken.empty();
+  return check;
+}
 
 Row compare(const std::string& name, const ResolvedVariant& variant, const Trace& t,
             const Trace& ref, std::vector<std::string> causes) {
   Row row;
   row.variant = name;
   row.expect = variant.expect;
+  row.contract = contract_of(variant);
   row.causes = std::move(causes);
+  row.stopped = t.stopped;
+  const int64_t until = row.contract && row.contract->kind == ContractKind::kExactUntil
+                            ? row.contract->until_step
+                            : 0;
   std::set<std::string> sparse = t.sparse_names;
   sparse.insert(ref.sparse_names.begin(), ref.sparse_names.end());
   const size_t steps = std::min(t.grads.size(), ref.grads.size());
@@ -234,6 +378,9 @@ Row compare(const std::string& name, const ResolvedVariant& variant, const Trace
                     pname);
       Difference& d = sparse.count(pname) ? row.sparse_grad : row.dense_grad;
       accumulate(d, pname, g, it->second, variant.rtol, variant.atol);
+      if (static_cast<int64_t>(s) < until) {
+        accumulate(row.until_grad, pname, g, it->second, variant.rtol, variant.atol);
+      }
     }
   }
   for (const auto& [pname, p] : t.params) {
@@ -249,14 +396,18 @@ Row compare(const std::string& name, const ResolvedVariant& variant, const Trace
     if (theirs > 0) row.embedding_ratio = mine / theirs;
   }
   row.match = row.dense_grad.close && row.sparse_grad.close && row.params.close &&
-              t.grads.size() == ref.grads.size();
-  row.pass = row.match == (variant.expect == "match");
+              t.grads.size() == ref.grads.size() && t.stopped.empty();
+  if (row.contract) row.check = check_contract(*row.contract, t, row, steps);
+  // "differ" and "contract" judge by the contract when there is one, "match" by the reference.
+  const bool kept = row.contract ? row.check.holds : row.match;
+  if (variant.expect == "match") {
+    row.pass = row.match;
+  } else if (variant.expect == "differ") {
+    row.pass = !kept;
+  } else {
+    row.pass = kept;
+  }
   return row;
-}
-
-std::string sci(double v) {
-  if (std::isnan(v)) return "n/a";
-  return fmt::format("{:.2e}", v);
 }
 
 std::string table_markdown(const ResolvedExperiment& experiment, const std::vector<Row>& rows,
@@ -264,27 +415,42 @@ std::string table_markdown(const ResolvedExperiment& experiment, const std::vect
   std::string out = fmt::format(
       "# {}: gradcheck\n\nReference `{}`, {} steps. Gradients are the replicas' average before "
       "clipping, every step; parameters after the last step. Relative: the largest difference "
-      "over the largest reference magnitude. A match: every element within atol + rtol*|ref|.\n\n",
+      "over the largest reference magnitude. A match: every element within atol + rtol*|ref|. "
+      "`expect`: match (the reference), differ (breaks its strategy's contract, or without one "
+      "differs from the reference) or contract (keeps it); docs/strategy-contracts.md.\n\n",
       experiment.name, experiment.reference, steps);
   out +=
-      "| variant | expect | dense grad max abs | sparse grad max abs | grad max rel | param max "
-      "abs | param max rel | largest at | embedding grad ratio | result |\n"
-      "|---|---|---:|---:|---:|---:|---:|---|---:|---|\n";
+      "| variant | expect | contract | measured | dense grad max abs | sparse grad max abs | grad "
+      "max rel | param max abs | param max rel | largest at | embedding grad ratio | result |\n"
+      "|---|---|---|---|---:|---:|---:|---:|---:|---|---:|---|\n";
   for (const auto& r : rows) {
     const double grad_abs = std::max(r.dense_grad.max_abs, r.sparse_grad.max_abs);
     const double grad_ref = std::max(r.dense_grad.max_ref, r.sparse_grad.max_ref);
     const double grad_rel = grad_ref > 0 ? grad_abs / grad_ref : 0.0;
+    std::string result = "PASS";
+    if (!r.pass) {
+      result = "FAIL";
+      if (r.expect != "match" && r.contract && !r.check.broken.empty()) {
+        result += ": " + r.check.broken.front();
+      } else if (!r.causes.empty() && !r.match) {
+        result += ": likely " + r.causes.front();
+      }
+    }
     out += fmt::format(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.variant, r.expect,
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.variant, r.expect,
+        r.contract ? r.contract->summary() : "-",
+        r.check.measured.empty() ? "-" : fmt::format("{}", fmt::join(r.check.measured, "; ")),
         sci(r.dense_grad.max_abs), sci(r.sparse_grad.max_abs), sci(grad_rel), sci(r.params.max_abs),
         sci(r.params.max_rel), r.params.max_abs == 0 ? "-" : r.params.where,
-        std::isnan(r.embedding_ratio) ? "n/a" : fmt::format("{:.4f}", r.embedding_ratio),
-        r.pass ? "PASS"
-               : (r.causes.empty() || r.match ? std::string("FAIL")
-                                              : "FAIL: likely " + r.causes.front()));
+        std::isnan(r.embedding_ratio) ? "n/a" : fmt::format("{:.4f}", r.embedding_ratio), result);
   }
   std::string notes;
   for (const auto& r : rows) {
+    if (!r.stopped.empty()) notes += fmt::format("- `{}` stopped: {}\n", r.variant, r.stopped);
+    if (r.contract && !r.check.broken.empty()) {
+      notes += fmt::format("- `{}` does not keep its contract ({}): {}.\n", r.variant,
+                           r.contract->summary(), fmt::join(r.check.broken, "; "));
+    }
     if (r.causes.empty()) continue;
     notes += fmt::format("- `{}`, besides the averaging, differs from the reference in: {}.\n",
                          r.variant, fmt::join(r.causes, "; "));
@@ -341,7 +507,17 @@ std::vector<std::string> compare_baseline(const nlohmann::json& baseline,
     }
     const auto& old = variants.at(v.name);
     const auto& now = run.at(v.name);
-    auto check = [&](const std::string& what, double a, double b) {
+    // JSON keeps no infinity or NaN: a non-finite number is written as null.
+    auto check = [&](const std::string& what, const auto& now_value, const auto& old_value) {
+      const double a = now_value.is_null() ? NAN : now_value.template get<double>();
+      const double b = old_value.is_null() ? NAN : old_value.template get<double>();
+      if (!std::isfinite(a) || !std::isfinite(b)) {
+        if (std::isfinite(a) != std::isfinite(b)) {
+          problems.push_back(
+              fmt::format("variant '{}': {} is {}, baseline {}", v.name, what, a, b));
+        }
+        return;
+      }
       if (!(std::abs(a - b) <= v.atol + v.rtol * std::abs(b))) {
         problems.push_back(
             fmt::format("variant '{}': {} is {:.9g}, baseline {:.9g} (rtol {}, "
@@ -358,12 +534,11 @@ std::vector<std::string> compare_baseline(const nlohmann::json& baseline,
         continue;
       }
       for (size_t i = 0; i < a.size(); ++i) {
-        check(fmt::format("{}[step {}]", key, i + 1), a[i].get<double>(), b[i].get<double>());
+        check(fmt::format("{}[step {}]", key, i + 1), a[i], b[i]);
       }
     }
-    check("param_sum", now.at("param_sum").get<double>(), old.at("param_sum").get<double>());
-    check("param_sum_squares", now.at("param_sum_squares").get<double>(),
-          old.at("param_sum_squares").get<double>());
+    check("param_sum", now.at("param_sum"), old.at("param_sum"));
+    check("param_sum_squares", now.at("param_sum_squares"), old.at("param_sum_squares"));
   }
   return problems;
 }
@@ -397,6 +572,22 @@ nlohmann::ordered_json rows_json(const ResolvedExperiment& experiment, const std
   for (const auto& r : rows) {
     nlohmann::ordered_json j;
     j["expect"] = r.expect;
+    if (r.contract) {
+      nlohmann::ordered_json c;
+      c["kind"] = to_string(r.contract->kind);
+      c["summary"] = r.contract->summary();
+      c["holds"] = r.check.holds;
+      c["measured"] = r.check.measured;
+      c["broken"] = r.check.broken;
+      const auto number = [](double v) {
+        return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr);
+      };
+      c["bound_ratio"] = number(r.check.bound_ratio);
+      c["error_feedback"] = number(r.check.error_feedback);
+      c["sync_difference"] = number(r.check.sync_difference);
+      j["contract"] = c;
+    }
+    if (!r.stopped.empty()) j["stopped"] = r.stopped;
     j["dense_grad"] = difference_json(r.dense_grad);
     j["sparse_grad"] = difference_json(r.sparse_grad);
     j["params"] = difference_json(r.params);

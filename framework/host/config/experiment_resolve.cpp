@@ -434,8 +434,10 @@ void resolve_expectation(const VariantData& variant, const fs::path& base_dir, R
   meta.loc = variant.loc;
   meta.keys = variant.expectation;
   const std::vector<OptionDecl> decls = {
-      string_option("expect", "match", "gradcheck: match or differ from the reference")
-          .one_of({"match", "differ"}),
+      string_option("expect", "contract",
+                    "gradcheck: contract (keep the strategy's contract; without one, match the "
+                    "reference), match (the reference) or differ (break the contract)")
+          .one_of({"contract", "match", "differ"}),
       float_option("rtol", 1e-5, "gradcheck: relative tolerance").at_least(0),
       float_option("atol", 1e-6, "gradcheck: absolute tolerance").at_least(0)};
   ConfigView view("variant", decls,

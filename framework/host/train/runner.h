@@ -4,6 +4,7 @@
 #include "config/experiment.h"
 #include "report/comparison.h"
 #include "runtime/plugin_host.h"
+#include "train/contract_probe.h"
 
 #include <bertlab/task.h>
 
@@ -27,6 +28,10 @@ struct RunHooks {
   std::function<void(int64_t step, const GradientSet& grads)> on_averaged;
   /// Rank 0, every step: the global batch's mean loss.
   std::function<void(int64_t step, double loss)> on_loss;
+  /// Measure the strategy's contract on every rank (when its plugin declares one); rank 0
+  /// receives each step's measures, the worst over the ranks.
+  bool probe_contract = false;
+  std::function<void(int64_t step, const ContractMeasures& measures)> on_contract;
 };
 
 /// Trains and evaluates one variant; writes resolved.toml, metrics.jsonl, eval_results.json.

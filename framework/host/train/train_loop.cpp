@@ -42,6 +42,7 @@ struct RankComponents {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<OverlapReducer> overlap;
   LossScaler scaler;
+  std::unique_ptr<ContractProbe> probe;  ///< gradcheck, for a strategy with a contract
 };
 
 std::unique_ptr<RankComponents> make_components(const TrainLoop& loop, torch::nn::Module& model,
@@ -50,7 +51,12 @@ std::unique_ptr<RankComponents> make_components(const TrainLoop& loop, torch::nn
   auto c = std::unique_ptr<RankComponents>(
       new RankComponents{variant.strategy.component->strategy_factory(variant.strategy.options),
                          variant.optimizer.component->optimizer_factory(variant.optimizer.options),
-                         nullptr, LossScaler(loop.options->precision)});
+                         nullptr, LossScaler(loop.options->precision), nullptr});
+  const ContractFn& contract = variant.strategy.component->spec.contract;
+  if (loop.hooks->probe_contract && contract) {
+    c->probe =
+        std::make_unique<ContractProbe>(contract(variant.strategy.options, comm.world_size()));
+  }
   std::vector<NamedTensor> parameters;
   for (const auto& item : model.named_parameters(true)) {
     parameters.push_back({item.key(), item.value()});
@@ -89,6 +95,10 @@ StepContext step_context(const TrainLoop& loop, RankComponents& c, torch::nn::Mo
   ctx.per_example_dropout = o.per_example_dropout;
   ctx.global_loss_normalization = o.global_loss_normalization;
   ctx.skip_nonfinite = o.skip_nonfinite;
+  for (const auto& item : model.named_parameters(true)) {
+    ctx.parameters.push_back({item.key(), item.value()});
+  }
+  ctx.probe = c.probe.get();
   if (comm.rank() == 0 && loop.hooks->on_averaged) ctx.on_averaged = loop.hooks->on_averaged;
   return ctx;
 }
@@ -155,7 +165,12 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     const std::vector<Batch> micro_batches = source->next_step(loop.device);
     const double data_s = seconds_since(t_data);
     const StepResult r = train_step(ctx, micro_batches, step);
-    if (comm.world_size() > 1 && ((step + 1) % check_every == 0 || step + 1 == loop.stop_after)) {
+    if (rank == 0 && c->probe && loop.hooks->on_contract) {
+      loop.hooks->on_contract(step, r.measures);
+    }
+    // Between a local-SGD strategy's synchronisations the replicas differ by design.
+    if (comm.world_size() > 1 && r.synced &&
+        ((step + 1) % check_every == 0 || step + 1 == loop.stop_after)) {
       check_replicas_agree(model, comm, step + 1);
     }
     outcome.steps = step + 1;

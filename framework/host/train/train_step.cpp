@@ -146,6 +146,7 @@ StepResult train_step(const StepContext& ctx, const std::vector<Batch>& micro_ba
                       int64_t step) {
   StepResult r;
   const auto t0 = Clock::now();
+  ctx.strategy->begin_step(step);
   const double local_loss = forward_backward(ctx, micro_batches, step);
   GradientSet grads = GradientSet::from_module(*ctx.model);
   const auto t1 = Clock::now();
@@ -154,7 +155,9 @@ StepResult train_step(const StepContext& ctx, const std::vector<Batch>& micro_ba
     r.overlap = ctx.overlap->finish();
     ctx.overlap->mark_averaged(grads);
   }
+  if (ctx.probe != nullptr) ctx.probe->before_reduce(grads, *ctx.comm);
   ctx.strategy->reduce_gradients(grads, *ctx.comm);
+  if (ctx.probe != nullptr) ctx.probe->after_reduce(grads, *ctx.strategy, *ctx.comm);
   // Scaled losses give scaled gradients; the optimizer (and its clipping) sees true ones.
   const double step_scale = ctx.scaler->scale();
   if (ctx.scaler->enabled()) grads.scale(1.0 / step_scale);
@@ -171,6 +174,11 @@ StepResult train_step(const StepContext& ctx, const std::vector<Batch>& micro_ba
     r.loss = l[0].item<double>() / world;
   }
   update_or_skip(ctx, grads, step, step_scale, r);
+  r.synced = ctx.strategy->after_update(ctx.parameters, *ctx.comm, step);
+  if (ctx.probe != nullptr) {
+    ctx.probe->after_update(r.synced, ctx.parameters, *ctx.comm);
+    r.measures = ctx.probe->take();
+  }
   const auto t3 = Clock::now();
   r.compute_s = seconds_between(t0, t1);
   r.comm_s = seconds_between(t1, t2);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "train/batch_source.h"
+#include "train/contract_probe.h"
 #include "train/overlap_reducer.h"
 #include "train/precision.h"
 
@@ -43,6 +44,8 @@ struct StepContext {
   bool per_example_dropout = true;        ///< masks keyed by the example, not the replica
   bool global_loss_normalization = true;  ///< a token-weighted loss over the whole step's tokens
   bool skip_nonfinite = false;            ///< skip a non-finite step instead of stopping
+  std::vector<NamedTensor> parameters;    ///< the model's, for Strategy::after_update
+  ContractProbe* probe = nullptr;         ///< gradcheck: measures the strategy's contract
   /// Rank 0: the averaged gradients before the update (gradcheck); empty elsewhere.
   std::function<void(int64_t step, const GradientSet& grads)> on_averaged;
 };
@@ -57,6 +60,8 @@ struct StepResult {
   double compute_s = 0.0, comm_s = 0.0, optimizer_s = 0.0;
   int64_t dense_bytes = 0, sparse_bytes = 0;  ///< this rank's collective payload
   OverlapStats overlap;
+  bool synced = true;         ///< the parameters are the same on every rank after the step
+  ContractMeasures measures;  ///< with a ContractProbe: what it measured
 };
 
 /// Takes step `step` (0-based) on `micro_batches`, this rank's share of each micro-batch.

@@ -7,8 +7,10 @@
 /// The plugin API version of this SDK: bumped on every incompatible change of its interfaces.
 /// 2: Optimizer::state_dict(); 3: token-weighted Task losses; 4: streamed training data;
 /// 5: gradients averaged during backward (Strategy::overlap_bucket_mb,
-/// Communicator::all_reduce_sum_async, GradientEntry::averaged).
-#define BERTLAB_SDK_API_VERSION 5
+/// Communicator::all_reduce_sum_async, GradientEntry::averaged); 6: strategy contracts
+/// (ComponentSpec::contract), state and hooks (Strategy::begin_step, after_update, state_dict,
+/// last_error_feedback).
+#define BERTLAB_SDK_API_VERSION 6
 
 /// The API version a plugin embeds: the SDK's. A build may predefine it only to produce a plugin
 /// the host must refuse (tests/plugins/api_version does).

@@ -5,6 +5,7 @@ namespace bertlab {
 
 class Communicator;
 class GradientSet;
+struct StrategyContract;
 
 /// How a dense bucket travels in all_reduce_mean_dense (mirrored's `compression`).
 enum class WireFormat {
@@ -29,6 +30,13 @@ struct DenseReduceOptions {
 /// left alone.
 void all_reduce_mean_dense(GradientSet& grads, Communicator& comm,
                            const DenseReduceOptions& options);
+
+/// The contract of all_reduce_mean_dense over `replicas` ranks: exact in float32; bounded with a
+/// 16-bit wire (each of the N divided gradients rounded once when cast, then N − 1 additions
+/// rounded in 16 bits: |error| <= γ_N·mean|g_i| + N·(half the format's smallest subnormal
+/// spacing), γ_N = N·u/(1 − N·u), u = 2^-11 (float16) or 2^-8 (bfloat16), plus float32's 2^-24
+/// for the division), while no sum overflows the format.
+StrategyContract dense_reduce_contract(WireFormat wire, int replicas);
 
 /// The same in float32 with buckets of `bucket_mb` MiB.
 void all_reduce_mean_dense(GradientSet& grads, Communicator& comm, double bucket_mb);

@@ -20,6 +20,7 @@ namespace bertlab {
 class Task;
 class Strategy;
 class Optimizer;
+struct StrategyContract;
 
 /// The plugin API version of this SDK (see bertlab/api_version.h).
 inline constexpr int kPluginApiVersion = BERTLAB_SDK_API_VERSION;
@@ -32,11 +33,19 @@ enum class ComponentKind { kTask, kStrategy, kOptimizer };
 /// "task", "strategy", "optimizer".
 const char* to_string(ComponentKind kind);
 
+/// A strategy's contract for the options of its section and a number of replicas
+/// (bertlab/strategy.h).
+using ContractFn = std::function<StrategyContract(const ConfigView& options, int replicas)>;
+
 /// What a component tells the host about itself.
 struct ComponentSpec {
   std::string name;                 ///< unique within its kind, e.g. "classifier"
   std::string description;          ///< one line
   std::vector<OptionDecl> options;  ///< the keys of its section besides the host's
+  /// Strategies: what the averaged gradient promises, as a function of the options (`bertlab
+  /// gradcheck` checks it; `bertlab plugins --describe` shows it). Unset: no contract, and
+  /// gradcheck's default expectation is a match with the reference.
+  ContractFn contract;
 };
 
 using TaskFactory = std::function<std::unique_ptr<Task>(const ConfigView&)>;

@@ -24,8 +24,14 @@ class SingleStrategy final : public Strategy {
 
 void register_components(Registry& registry) {
   registry.add_strategy(
-      ComponentSpec{
-          "single", "one replica on one device: the reference for gradient averaging", {}},
+      ComponentSpec{"single",
+                    "one replica on one device: the reference for gradient averaging",
+                    {},
+                    [](const ConfigView&, int) {
+                      StrategyContract c;
+                      c.derivation = "the gradient of the mean loss over the whole global batch";
+                      return c;
+                    }},
       [](const ConfigView&) { return std::make_unique<SingleStrategy>(); });
 }
 
