@@ -238,6 +238,17 @@ TEST_F(Resume, ThreeStepsThenResumeEqualSixStraight) {
                                  "strategy.replicas=2", "--set", "model.dropout_rng=\"replica\""});
 }
 
+// Strategies with state: PowerSGD's residuals and warm-started Q differ per rank; local SGD's
+// replicas hold their own parameters and Adam moments between synchronisations (period 3 from
+// step 1: the checkpoint after step 3 falls between two). ranks.safetensors carries them.
+TEST_F(Resume, StrategyStatePerRankResumesExactly) {
+  expect_resume_equals_straight({"--set", "strategy.plugin=\"powersgd\"", "--set",
+                                 "strategy.replicas=2", "--set", "strategy.start_step=1"});
+  expect_resume_equals_straight({"--set", "strategy.plugin=\"local_sgd\"", "--set",
+                                 "strategy.replicas=2", "--set", "strategy.start_step=1", "--set",
+                                 "strategy.period=3"});
+}
+
 TEST_F(Resume, KeepCheckpointMaxKeepsTheNewest) {
   // A half-written checkpoint from an interrupted write is neither listed nor resumed from.
   fs::create_directories(out("checkpoints/.tmp-step-000009.1"));

@@ -49,8 +49,8 @@ std::vector<std::string> contract_lines(const Component& c) {
     for (const auto& value : d.allowed) {
       const StrategyContract other = summary({{d.key, value}});
       if (other.summary() == defaults.summary()) continue;
-      lines.push_back(fmt::format("with {} = \"{}\": {}: {}", d.key, value, other.summary(),
-                                  other.derivation));
+      lines.push_back(
+          fmt::format("with {} = \"{}\": {}: {}", d.key, value, other.summary(), other.derivation));
     }
   }
   return lines;

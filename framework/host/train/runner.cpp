@@ -346,6 +346,7 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   loop.dir = result.dir;
   loop.start = start;
   loop.write_files = files;
+  loop.checkpoints = hooks.max_steps == 0;
   loop.hooks = &hooks;
   loop.resume = resume ? &*resume : nullptr;
   TrainOutcome outcome;

@@ -146,6 +146,10 @@ void write_checkpoint_files(const fs::path& dir, const TrainState& state,
                     {{"format", "pt"}, {"global_step", std::to_string(state.step)}});
   write_safetensors(dir / "optimizer.safetensors", optimizer.state_dict(),
                     {{"global_step", std::to_string(state.step)}});
+  if (!state.rank_state.empty()) {
+    write_safetensors(dir / "ranks.safetensors", state.rank_state,
+                      {{"global_step", std::to_string(state.step)}});
+  }
   nlohmann::ordered_json j;
   j["step"] = state.step;
   j["window_loss"] = state.window_loss;
@@ -254,6 +258,9 @@ TrainCheckpoint load_train_checkpoint(const fs::path& dir) {
   ckpt.resolved_toml = read_text(dir / "resolved.toml");
   ckpt.model = read_safetensors(dir / "model.safetensors");
   ckpt.optimizer = read_safetensors(dir / "optimizer.safetensors");
+  if (fs::exists(dir / "ranks.safetensors")) {
+    ckpt.state.rank_state = read_safetensors(dir / "ranks.safetensors");
+  }
   return ckpt;
 }
 

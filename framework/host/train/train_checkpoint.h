@@ -3,6 +3,9 @@
 //
 //   VARIANT/checkpoints/step-000300/model.safetensors      the parameters (bertlab names)
 //   VARIANT/checkpoints/step-000300/optimizer.safetensors  the optimizer's state_dict()
+//   VARIANT/checkpoints/step-000300/ranks.safetensors      every rank's strategy state (and, for
+//                                                          local SGD, its parameters and
+//                                                          optimizer state); when there is any
 //   VARIANT/checkpoints/step-000300/state.json             step, logging window, RNG state
 //   VARIANT/checkpoints/step-000300/metrics.jsonl          metrics.jsonl up to this step
 //   VARIANT/checkpoints/step-000300/resolved.toml          the configuration that wrote it
@@ -40,6 +43,7 @@ struct TrainState {
   std::string data_position;   ///< a streaming task's TrainStream::position(); else empty
   double loss_scale = 1.0;     ///< the dynamic loss scale ([train] loss_scaling)
   int64_t loss_scale_growth_tracker = 0;  ///< finite steps since the scale last changed
+  NamedTensors rank_state;  ///< train/rank_state.h: rank<R>/strategy|model|optimizer/NAME
 };
 
 /// A checkpoint read back.

@@ -20,6 +20,7 @@
 #include "train/overlap_reducer.h"
 #include "train/precision.h"
 #include "train/process_group.h"
+#include "train/rank_state.h"
 #include "train/replica_group.h"
 #include "train/stop_signal.h"
 #include "train/train_log.h"
@@ -43,6 +44,9 @@ struct RankComponents {
   std::unique_ptr<OverlapReducer> overlap;
   LossScaler scaler;
   std::unique_ptr<ContractProbe> probe;  ///< gradcheck, for a strategy with a contract
+  /// The replicas' parameters and optimizer state may differ (the strategy synchronises
+  /// parameters, not gradients): every rank's go into the checkpoint.
+  bool per_rank_weights = false;
 };
 
 std::unique_ptr<RankComponents> make_components(const TrainLoop& loop, torch::nn::Module& model,
@@ -53,9 +57,10 @@ std::unique_ptr<RankComponents> make_components(const TrainLoop& loop, torch::nn
                          variant.optimizer.component->optimizer_factory(variant.optimizer.options),
                          nullptr, LossScaler(loop.options->precision), nullptr});
   const ContractFn& contract = variant.strategy.component->spec.contract;
-  if (loop.hooks->probe_contract && contract) {
-    c->probe =
-        std::make_unique<ContractProbe>(contract(variant.strategy.options, comm.world_size()));
+  if (contract) {
+    const StrategyContract declared = contract(variant.strategy.options, comm.world_size());
+    c->per_rank_weights = declared.claims(Invariant::kReplicasEqualAfterSync);
+    if (loop.hooks->probe_contract) c->probe = std::make_unique<ContractProbe>(declared);
   }
   std::vector<NamedTensor> parameters;
   for (const auto& item : model.named_parameters(true)) {
@@ -67,6 +72,8 @@ std::unique_ptr<RankComponents> make_components(const TrainLoop& loop, torch::nn
   }
   if (loop.resume != nullptr) {
     c->optimizer->load_state_dict(loop.resume->optimizer);
+    restore_rank_state(loop.resume->state.rank_state, comm.rank(), *c->strategy, *c->optimizer,
+                       parameters);
     // fp16's dynamic loss scale; every rank's stays the same (they see the same averaged grads).
     if (c->scaler.enabled()) {
       c->scaler.restore(loop.resume->state.loss_scale,
@@ -106,9 +113,10 @@ StepContext step_context(const TrainLoop& loop, RankComponents& c, torch::nn::Mo
 /// A resumable checkpoint after `done` steps (rank 0).
 void save_checkpoint(const TrainLoop& loop, int64_t done, const TrainLog& log, double train_seconds,
                      const RankComponents& c, const BatchSource& source,
-                     const torch::nn::Module& model) {
+                     const torch::nn::Module& model, NamedTensors rank_state) {
   TrainState state;
   state.step = done;
+  state.rank_state = std::move(rank_state);
   log.fill(state);
   state.train_seconds = train_seconds;
   state.loss_scale = c.scaler.scale();
@@ -152,10 +160,11 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
                                         resumed != nullptr ? resumed->data_position : "");
   TrainLog log(log_setup(loop, *c, rank == 0), resumed, first_step);
   const double earlier_seconds = resumed != nullptr ? resumed->train_seconds : 0.0;
-  const int64_t save_every = loop.write_files ? loop.options->save_checkpoints_steps : 0;
+  const int64_t save_every = loop.checkpoints ? loop.options->save_checkpoints_steps : 0;
   const int64_t check_every = loop.options->check_every_steps;
-  auto checkpoint = [&](int64_t done) {
-    save_checkpoint(loop, done, log, earlier_seconds + log.seconds(), *c, *source, model);
+  auto checkpoint = [&](int64_t done, NamedTensors rank_state) {
+    save_checkpoint(loop, done, log, earlier_seconds + log.seconds(), *c, *source, model,
+                    std::move(rank_state));
   };
   TrainOutcome outcome;
   outcome.steps = first_step;
@@ -179,6 +188,13 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     // A signal stops every rank after the same step (rank 0 then writes a checkpoint).
     const bool stopping = ranks_agree_to_stop(comm) && step + 1 < loop.stop_after;
     const int signal = stop_signal_received() != 0 ? stop_signal_received() : SIGTERM;
+    const bool due = save_every > 0 && (step + 1) % save_every == 0;
+    // Every rank contributes its own state to rank 0's checkpoint.
+    NamedTensors rank_state;
+    if (loop.checkpoints && (due || stopping)) {
+      rank_state =
+          gather_rank_state(*c->strategy, *c->optimizer, ctx.parameters, c->per_rank_weights, comm);
+    }
     if (stopping && !write) {
       throw Interrupted(fmt::format("bertlab: {}: rank {} stopped after step {}",
                                     signal_name(signal), rank, step + 1),
@@ -186,8 +202,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     }
     if (!write) continue;
     log.write_step(step, r, c->scaler.enabled() ? c->scaler.scale() : 0.0);
-    const bool due = save_every > 0 && (step + 1) % save_every == 0;
-    if (due || stopping) checkpoint(step + 1);
+    if (due || stopping) checkpoint(step + 1, std::move(rank_state));
     const std::string where = train_checkpoint_dir(loop.dir / "checkpoints", step + 1).string();
     if (due) log_info("train", "step {}: checkpoint {}", step + 1, where);
     if (stopping) {

@@ -36,6 +36,9 @@ struct TrainLoop {
   std::filesystem::path dir;  ///< the variant's folder
   std::chrono::steady_clock::time_point start;
   bool write_files = true;  ///< rank 0 writes metrics.jsonl and checkpoints
+  /// Checkpoints are due ([train] save_checkpoints_steps, signals): the same on every rank and
+  /// process, which all contribute their state (rank_state.h); false for gradcheck.
+  bool checkpoints = true;
   const RunHooks* hooks = nullptr;
   const TrainCheckpoint* resume = nullptr;  ///< continue from this checkpoint's state
 };
