@@ -83,6 +83,8 @@ cmake --build "$tmp/topk-build" >"$tmp/build.log" 2>&1 || {
 "$prefix/bin/bertlab" plugins --describe topk --plugin-dir "$tmp/topk-build" >"$tmp/describe.txt" ||
   fail "bertlab plugins --describe topk"
 grep -q "ratio" "$tmp/describe.txt" || fail "topk's options are not described: $(cat "$tmp/describe.txt")"
+grep -q "error_feedback_conserves" "$tmp/describe.txt" ||
+  fail "topk's contract is not described: $(cat "$tmp/describe.txt")"
 
 echo "[test-install] bertlab run topk.toml --plugin-dir $tmp/topk-build"
 "$prefix/bin/bertlab" run "$example/topk.toml" --plugin-dir "$tmp/topk-build" \
