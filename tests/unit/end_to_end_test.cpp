@@ -425,7 +425,8 @@ TEST(EndToEndLaunch, TwoProcessesOverLoopbackGlooMatchOneDevice) {
                         data_path("experiments/launch.toml").string(), "--output-dir",
                         dir.path().string()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
-  EXPECT_NE(r.out.find("[rank 0] | sparse-allgather-env-2 | match |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[rank 0] | sparse-allgather-env-2 | contract | exact |"), std::string::npos)
+      << r.out;
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
   // Only rank 0 prints the table and writes files.
   EXPECT_EQ(r.out.find("[rank 1] | single |"), std::string::npos) << r.out;

@@ -179,7 +179,8 @@ TEST_F(ExperimentConfig, UnknownPluginListsTheKnownOnes) {
   auto errors = errors_of(path);
   ASSERT_EQ(errors.size(), 1u) << joined(errors);
   EXPECT_NE(errors[0].find("strategy.plugin: unknown strategy plugin 'singel'; did you mean "
-                           "'single'?; known strategy plugins: mirrored, single, sparse_allgather"),
+                           "'single'?; known strategy plugins: local_sgd, mirrored, powersgd, "
+                           "single, sparse_allgather"),
             std::string::npos)
       << errors[0];
 }
