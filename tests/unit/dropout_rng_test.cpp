@@ -99,7 +99,10 @@ TEST(DropoutMask, TensorOperationsGiveThePhiloxEnginesBits) {
 // With a GPU (scripts/gpu-check.sh): dropout of a CUDA tensor inside a scope uses the CPU's
 // masks bit for bit.
 TEST(DropoutMask, CudaMasksAreTheCpuMasksBitForBit) {
-  if (!at::hasCUDA()) GTEST_SKIP() << "no CUDA device";
+  if (!at::hasCUDA()) {
+    GTEST_SKIP() << "no CUDA device (this libtorch or machine has none; scripts/gpu-check.sh "
+                    "runs this test on a GPU machine)";
+  }
   const at::Tensor x = at::ones({4, 2, 33, 33});
   PerExampleDropoutScope scope(key(8, 4));
   const at::Tensor on_device = bertlab::dropout(x.to(at::kCUDA), 0.1, true).cpu();
