@@ -1,4 +1,6 @@
+#include <ATen/ATen.h>
 #include <bertlab/communicator.h>
+#include <bertlab/error.h>
 
 namespace bertlab {
 
@@ -28,6 +30,17 @@ std::unique_ptr<PendingCollective> Communicator::all_reduce_sum_async(
     std::vector<at::Tensor>& tensors) {
   all_reduce_sum(tensors);
   return std::make_unique<CompletedCollective>();
+}
+
+at::Tensor Communicator::reduce_scatter_sum(const at::Tensor& input) {
+  const int64_t n = world_size();
+  BERTLAB_CHECK(input.dim() == 1 && input.numel() % n == 0,
+                "reduce_scatter_sum: the input must be 1-D with {} equal chunks, got {} elements",
+                n, input.numel());
+  const int64_t chunk = input.numel() / n;
+  std::vector<at::Tensor> sum{input.clone()};
+  all_reduce_sum(sum);
+  return sum[0].narrow(0, rank() * chunk, chunk).clone();
 }
 
 std::unique_ptr<Communicator> make_local_communicator() {

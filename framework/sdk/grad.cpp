@@ -135,6 +135,7 @@ void GradientSet::densify() {
 }
 
 double GradientSet::global_norm(NormMode mode) const {
+  if (is_shard()) return std::sqrt(shard_total_squares_);
   c10::NoGradGuard no_grad;
   SquareSum squares;
   for (const auto& entry : entries_) {
@@ -152,6 +153,7 @@ double GradientSet::global_norm(NormMode mode) const {
 }
 
 void GradientSet::scale(double factor) {
+  if (is_shard()) shard_total_squares_ *= factor * factor;
   c10::NoGradGuard no_grad;
   for (auto& entry : entries_) {
     if (entry.is_sparse()) {

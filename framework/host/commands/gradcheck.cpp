@@ -245,6 +245,8 @@ struct ContractCheck {
   double bound_ratio = NAN;           ///< kBounded: worst |r − m| / (atol + rtol·mean|g|)
   double error_feedback = NAN;        ///< worst relative conservation miss
   double sync_difference = NAN;       ///< worst parameter difference right after a sync
+  /// optimizer_state_sharded: worst |state held − total/N| over the largest parameter's state
+  double state_share = NAN;
 };
 
 struct Row {
@@ -312,7 +314,28 @@ void check_invariants(const StrategyContract& c, const Trace& t, ContractCheck& 
     }
   }
   if (c.claims(Invariant::kOptimizerStateSharded)) {
-    check.broken.push_back("optimizer_state_sharded is not measured by this bertlab yet");
+    check.state_share =
+        worst_over(t.measures, [](const ContractMeasures& m) { return m.state_share; });
+    int64_t shared = 0, most = 0, total = 0, largest = 0;
+    for (const auto& m : t.measures) {
+      shared = std::max(shared, m.state_shared_parameters);
+      most = std::max(most, m.state_elements_max);
+      total = std::max(total, m.state_elements_total);
+      largest = std::max(largest, m.state_elements_largest);
+    }
+    check.measured.push_back(
+        fmt::format("optimizer state on a rank at most {} of {} elements (largest parameter's {})",
+                    most, total, largest));
+    if (t.measures.empty()) {
+      check.broken.push_back("the optimizer state was not measured (no step ran)");
+    } else if (shared > 0) {
+      check.broken.push_back(
+          fmt::format("the optimizer state of {} parameters is held by more than one rank", shared));
+    } else if (!(check.state_share <= 1.0)) {
+      check.broken.push_back(
+          fmt::format("a rank's optimizer state is {}× the largest parameter's away from 1/N",
+                      sci(check.state_share)));
+    }
   }
 }
 
@@ -585,6 +608,7 @@ nlohmann::ordered_json rows_json(const ResolvedExperiment& experiment, const std
       c["bound_ratio"] = number(r.check.bound_ratio);
       c["error_feedback"] = number(r.check.error_feedback);
       c["sync_difference"] = number(r.check.sync_difference);
+      c["state_share"] = number(r.check.state_share);
       j["contract"] = c;
     }
     if (!r.stopped.empty()) j["stopped"] = r.stopped;

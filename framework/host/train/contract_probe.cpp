@@ -116,8 +116,11 @@ void ContractProbe::after_reduce(const GradientSet& averaged, const Strategy& st
 }
 
 void ContractProbe::after_update(bool synced, const std::vector<NamedTensor>& parameters,
-                                 Communicator& comm) {
+                                 const Optimizer& optimizer, Communicator& comm) {
   step_.synced = synced;
+  if (contract_.claims(Invariant::kOptimizerStateSharded)) {
+    measure_state_share(parameters, optimizer, comm);
+  }
   if (!synced || !contract_.claims(Invariant::kReplicasEqualAfterSync) || comm.world_size() == 1) {
     return;
   }
@@ -131,6 +134,31 @@ void ContractProbe::after_update(bool synced, const std::vector<NamedTensor>& pa
     }
   }
   step_.sync_difference = worst;
+}
+
+void ContractProbe::measure_state_share(const std::vector<NamedTensor>& parameters,
+                                        const Optimizer& optimizer, Communicator& comm) {
+  // Elements of state this rank holds per parameter ("<parameter>/<slot>" names).
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < parameters.size(); ++i) index[parameters[i].name] = i;
+  at::Tensor held = at::zeros({static_cast<int64_t>(parameters.size())}, at::kDouble);
+  for (const auto& [name, t] : optimizer.state_dict()) {
+    auto it = index.find(name.substr(0, name.rfind('/')));
+    BERTLAB_CHECK(it != index.end(),
+                  "gradcheck: the optimizer's state {} names no parameter of the model", name);
+    held[static_cast<int64_t>(it->second)] += static_cast<double>(t.numel());
+  }
+  const at::Tensor all = at::stack(comm.all_gather(held));  // [ranks, parameters]
+  const at::Tensor per_rank = all.sum(1);
+  const double total = per_rank.sum().item<double>();
+  const double largest = all.max().item<double>();
+  const double mean = total / static_cast<double>(comm.world_size());
+  const double off = (per_rank - mean).abs().max().item<double>();
+  step_.state_share = largest > 0 ? off / largest : 0.0;
+  step_.state_shared_parameters = all.gt(0).sum(0).gt(1).sum().item<int64_t>();
+  step_.state_elements_max = static_cast<int64_t>(per_rank.max().item<double>());
+  step_.state_elements_total = static_cast<int64_t>(total);
+  step_.state_elements_largest = static_cast<int64_t>(largest);
 }
 
 ContractMeasures ContractProbe::take() {

@@ -8,6 +8,7 @@
 #include <bertlab/optimizer.h>
 #include <bertlab/strategy.h>
 
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,6 +31,13 @@ struct ContractMeasures {
   bool synced = false;                 ///< the strategy synchronised the parameters this step
   /// replicas_equal_after_sync, when synced: max |p_r − p_0| over ranks and elements.
   double sync_difference = 0.0;
+  /// optimizer_state_sharded: max over ranks of |elements of state held − total / N|, in units
+  /// of the largest one parameter's state (<= 1 holds the claim); NaN when not measured.
+  double state_share = std::numeric_limits<double>::quiet_NaN();
+  int64_t state_shared_parameters = 0;  ///< parameters whose state more than one rank holds
+  int64_t state_elements_max = 0;       ///< the most optimizer-state elements one rank holds
+  int64_t state_elements_total = 0;     ///< over every rank
+  int64_t state_elements_largest = 0;   ///< the largest one parameter's state
 };
 
 class ContractProbe {
@@ -43,12 +51,17 @@ class ContractProbe {
   void before_reduce(const GradientSet& local, Communicator& comm);
   /// After reduce_gradients, before unscaling: the bound and the error feedback.
   void after_reduce(const GradientSet& averaged, const Strategy& strategy, Communicator& comm);
-  /// After the update: when `synced`, how far each rank's parameters are from rank 0's.
-  void after_update(bool synced, const std::vector<NamedTensor>& parameters, Communicator& comm);
+  /// After the update: when `synced`, how far each rank's parameters are from rank 0's; how the
+  /// optimizer state is spread over the ranks.
+  void after_update(bool synced, const std::vector<NamedTensor>& parameters,
+                    const Optimizer& optimizer, Communicator& comm);
   /// This step's measures (worst over the ranks); clears them for the next step.
   ContractMeasures take();
 
  private:
+  void measure_state_share(const std::vector<NamedTensor>& parameters,
+                           const Optimizer& optimizer, Communicator& comm);
+
   StrategyContract contract_;
   std::map<std::string, at::Tensor> local_;       ///< name → this rank's gradient, float64
   std::map<std::string, at::Tensor> exact_mean_;  ///< bounded: name → Σ_i g_i / N

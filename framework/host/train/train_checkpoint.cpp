@@ -136,7 +136,7 @@ namespace {
 
 /// The files of one checkpoint, written into the (temporary) folder `dir`.
 void write_checkpoint_files(const fs::path& dir, const TrainState& state,
-                            const torch::nn::Module& model, const Optimizer& optimizer,
+                            const torch::nn::Module& model, const NamedTensors& optimizer_state,
                             const std::string& resolved_toml) {
   NamedTensors params;
   for (const auto& item : model.named_parameters(true)) {
@@ -144,7 +144,7 @@ void write_checkpoint_files(const fs::path& dir, const TrainState& state,
   }
   write_safetensors(dir / "model.safetensors", params,
                     {{"format", "pt"}, {"global_step", std::to_string(state.step)}});
-  write_safetensors(dir / "optimizer.safetensors", optimizer.state_dict(),
+  write_safetensors(dir / "optimizer.safetensors", optimizer_state,
                     {{"global_step", std::to_string(state.step)}});
   if (!state.rank_state.empty()) {
     write_safetensors(dir / "ranks.safetensors", state.rank_state,
@@ -180,14 +180,14 @@ void remove_checkpoint(const fs::path& dir) {
 }  // namespace
 
 void save_train_checkpoint(const fs::path& root, const TrainState& state,
-                           const torch::nn::Module& model, const Optimizer& optimizer,
+                           const torch::nn::Module& model, const NamedTensors& optimizer_state,
                            const std::string& resolved_toml, int64_t keep_max) {
   const fs::path final_dir = train_checkpoint_dir(root, state.step);
   const fs::path tmp = root / fmt::format(".tmp-{}{:06}.{}", kStepPrefix, state.step, ::getpid());
   try {
     fs::remove_all(tmp);
     fs::create_directories(tmp);
-    write_checkpoint_files(tmp, state, model, optimizer, resolved_toml);
+    write_checkpoint_files(tmp, state, model, optimizer_state, resolved_toml);
     sync_directory(tmp);
     if (fs::exists(final_dir)) remove_checkpoint(final_dir);
     fs::rename(tmp, final_dir);

@@ -2,7 +2,8 @@
 // Resumable training state ([train] save_checkpoints_steps, --resume):
 //
 //   VARIANT/checkpoints/step-000300/model.safetensors      the parameters (bertlab names)
-//   VARIANT/checkpoints/step-000300/optimizer.safetensors  the optimizer's state_dict()
+//   VARIANT/checkpoints/step-000300/optimizer.safetensors  the whole optimizer state (zero1's
+//                                                          shards gathered)
 //   VARIANT/checkpoints/step-000300/ranks.safetensors      every rank's strategy state (and, for
 //                                                          local SGD, its parameters and
 //                                                          optimizer state); when there is any
@@ -65,7 +66,7 @@ std::map<std::string, std::string> flatten_resolved_toml(const std::string& toml
 /// Writes the checkpoint of `state` under `root` (VARIANT/checkpoints) atomically, then deletes
 /// the oldest ones beyond `keep_max` (0 keeps all).
 void save_train_checkpoint(const std::filesystem::path& root, const TrainState& state,
-                           const torch::nn::Module& model, const Optimizer& optimizer,
+                           const torch::nn::Module& model, const NamedTensors& optimizer_state,
                            const std::string& resolved_toml, int64_t keep_max);
 
 /// The complete checkpoints under `root`, oldest first (half-written temporary folders are not

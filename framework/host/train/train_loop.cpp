@@ -13,7 +13,9 @@
 #include <torch/nn/module.h>
 
 #include <csignal>
+#include <map>
 #include <mutex>
+#include <set>
 #include <string>
 
 #include "train/batch_source.h"
@@ -47,7 +49,37 @@ struct RankComponents {
   /// The replicas' parameters and optimizer state may differ (the strategy synchronises
   /// parameters, not gradients): every rank's go into the checkpoint.
   bool per_rank_weights = false;
+  /// The strategy shards the optimizer (zero1): each rank's optimizer holds only the state of
+  /// the parameters it updates; checkpoints gather the whole state to rank 0.
+  bool sharded = false;
 };
+
+/// The name of the parameter a "<parameter>/<slot>" optimizer state tensor belongs to.
+std::string state_parameter(const std::string& state_name) {
+  return state_name.substr(0, state_name.rfind('/'));
+}
+
+/// Rank 0: the whole optimizer state for a checkpoint, in the parameters' order (call on every
+/// rank: a sharded optimizer's state is gathered from every rank).
+NamedTensors whole_optimizer_state(const RankComponents& c,
+                                   const std::vector<NamedTensor>& parameters,
+                                   Communicator& comm) {
+  if (!c.sharded) return comm.rank() == 0 ? c.optimizer->state_dict() : NamedTensors{};
+  std::map<std::string, NamedTensors> by_parameter;
+  for (const auto& rank : gather_rank_tensors(c.optimizer->state_dict(), comm)) {
+    std::map<std::string, NamedTensors> mine;
+    for (const auto& [name, t] : rank) mine[state_parameter(name)].emplace_back(name, t);
+    // A parameter's state from the first rank that holds it (each holds its own shard).
+    for (auto& [parameter, tensors] : mine) by_parameter.emplace(parameter, std::move(tensors));
+  }
+  NamedTensors out;
+  for (const auto& p : parameters) {
+    auto it = by_parameter.find(p.name);
+    if (it == by_parameter.end()) continue;
+    out.insert(out.end(), it->second.begin(), it->second.end());
+  }
+  return out;
+}
 
 std::unique_ptr<RankComponents> make_components(const TrainLoop& loop, torch::nn::Module& model,
                                                 Communicator& comm) {
@@ -66,12 +98,33 @@ std::unique_ptr<RankComponents> make_components(const TrainLoop& loop, torch::nn
   for (const auto& item : model.named_parameters(true)) {
     parameters.push_back({item.key(), item.value()});
   }
-  c->optimizer->init(parameters, OptimizerContext{loop.num_train_steps});
+  // A sharding strategy (zero1): this rank's optimizer updates only its shard.
+  const std::vector<bool> shard =
+      c->strategy->optimizer_shard(parameters, comm.rank(), comm.world_size());
+  std::vector<NamedTensor> updated;
+  std::set<std::string> owned;
+  if (!shard.empty()) {
+    BERTLAB_CHECK(shard.size() == parameters.size(),
+                  "strategy {}: optimizer_shard returned {} flags for {} parameters",
+                  variant.strategy.plugin, shard.size(), parameters.size());
+    c->sharded = true;
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (!shard[i]) continue;
+      updated.push_back(parameters[i]);
+      owned.insert(parameters[i].name);
+    }
+  }
+  c->optimizer->init(c->sharded ? updated : parameters, OptimizerContext{loop.num_train_steps});
   if (comm.world_size() > 1 && c->strategy->overlap_bucket_mb() > 0) {
     c->overlap = std::make_unique<OverlapReducer>(model, comm, c->strategy->overlap_bucket_mb());
   }
   if (loop.resume != nullptr) {
-    c->optimizer->load_state_dict(loop.resume->optimizer);
+    // The checkpoint holds the whole optimizer state; a shard takes its parameters' part.
+    NamedTensors state;
+    for (const auto& [name, t] : loop.resume->optimizer) {
+      if (!c->sharded || owned.count(state_parameter(name))) state.emplace_back(name, t);
+    }
+    c->optimizer->load_state_dict(state);
     restore_rank_state(loop.resume->state.rank_state, comm.rank(), *c->strategy, *c->optimizer,
                        parameters);
     // fp16's dynamic loss scale; every rank's stays the same (they see the same averaged grads).
@@ -107,13 +160,15 @@ StepContext step_context(const TrainLoop& loop, RankComponents& c, torch::nn::Mo
   }
   ctx.probe = c.probe.get();
   if (comm.rank() == 0 && loop.hooks->on_averaged) ctx.on_averaged = loop.hooks->on_averaged;
+  ctx.complete_gradients = c.sharded && loop.hooks->on_averaged != nullptr;
   return ctx;
 }
 
 /// A resumable checkpoint after `done` steps (rank 0).
 void save_checkpoint(const TrainLoop& loop, int64_t done, const TrainLog& log, double train_seconds,
                      const RankComponents& c, const BatchSource& source,
-                     const torch::nn::Module& model, NamedTensors rank_state) {
+                     const torch::nn::Module& model, NamedTensors rank_state,
+                     const NamedTensors& optimizer_state) {
   TrainState state;
   state.step = done;
   state.rank_state = std::move(rank_state);
@@ -128,7 +183,7 @@ void save_checkpoint(const TrainLoop& loop, int64_t done, const TrainLog& log, d
     std::lock_guard<std::mutex> lock(generator.mutex());
     state.rng_state = generator.get_state();
   }
-  save_train_checkpoint(loop.dir / "checkpoints", state, model, *c.optimizer,
+  save_train_checkpoint(loop.dir / "checkpoints", state, model, optimizer_state,
                         loop.variant->resolved_toml, loop.options->keep_checkpoint_max);
 }
 
@@ -162,9 +217,9 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   const double earlier_seconds = resumed != nullptr ? resumed->train_seconds : 0.0;
   const int64_t save_every = loop.checkpoints ? loop.options->save_checkpoints_steps : 0;
   const int64_t check_every = loop.options->check_every_steps;
-  auto checkpoint = [&](int64_t done, NamedTensors rank_state) {
+  auto checkpoint = [&](int64_t done, NamedTensors rank_state, const NamedTensors& optimizer) {
     save_checkpoint(loop, done, log, earlier_seconds + log.seconds(), *c, *source, model,
-                    std::move(rank_state));
+                    std::move(rank_state), optimizer);
   };
   TrainOutcome outcome;
   outcome.steps = first_step;
@@ -190,10 +245,11 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     const int signal = stop_signal_received() != 0 ? stop_signal_received() : SIGTERM;
     const bool due = save_every > 0 && (step + 1) % save_every == 0;
     // Every rank contributes its own state to rank 0's checkpoint.
-    NamedTensors rank_state;
+    NamedTensors rank_state, optimizer_state;
     if (loop.checkpoints && (due || stopping)) {
       rank_state =
           gather_rank_state(*c->strategy, *c->optimizer, ctx.parameters, c->per_rank_weights, comm);
+      optimizer_state = whole_optimizer_state(*c, ctx.parameters, comm);
     }
     if (stopping && !write) {
       throw Interrupted(fmt::format("bertlab: {}: rank {} stopped after step {}",
@@ -202,7 +258,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     }
     if (!write) continue;
     log.write_step(step, r, c->scaler.enabled() ? c->scaler.scale() : 0.0);
-    if (due || stopping) checkpoint(step + 1, std::move(rank_state));
+    if (due || stopping) checkpoint(step + 1, std::move(rank_state), optimizer_state);
     const std::string where = train_checkpoint_dir(loop.dir / "checkpoints", step + 1).string();
     if (due) log_info("train", "step {}: checkpoint {}", step + 1, where);
     if (stopping) {

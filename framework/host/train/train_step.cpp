@@ -162,9 +162,13 @@ StepResult train_step(const StepContext& ctx, const std::vector<Batch>& micro_ba
   const double step_scale = ctx.scaler->scale();
   if (ctx.scaler->enabled()) grads.scale(1.0 / step_scale);
   const auto t2 = Clock::now();
-  r.dense_bytes = ctx.comm->traffic_bytes(Traffic::kDense);
-  r.sparse_bytes = ctx.comm->traffic_bytes(Traffic::kSparse);
-  if (ctx.on_averaged) ctx.on_averaged(step, grads);
+  if (ctx.complete_gradients) {
+    GradientSet whole = grads;
+    ctx.strategy->complete_gradients(whole, *ctx.comm);
+    if (ctx.on_averaged) ctx.on_averaged(step, whole);
+  } else if (ctx.on_averaged) {
+    ctx.on_averaged(step, grads);
+  }
   // The global batch's loss: the replicas' objectives are scaled so that their mean is it.
   r.loss = local_loss;
   const int world = ctx.comm->world_size();
@@ -175,8 +179,11 @@ StepResult train_step(const StepContext& ctx, const std::vector<Batch>& micro_ba
   }
   update_or_skip(ctx, grads, step, step_scale, r);
   r.synced = ctx.strategy->after_update(ctx.parameters, *ctx.comm, step);
+  // The step's payload: the gradients' exchange, and the parameters' (local SGD, zero1).
+  r.dense_bytes = ctx.comm->traffic_bytes(Traffic::kDense);
+  r.sparse_bytes = ctx.comm->traffic_bytes(Traffic::kSparse);
   if (ctx.probe != nullptr) {
-    ctx.probe->after_update(r.synced, ctx.parameters, *ctx.comm);
+    ctx.probe->after_update(r.synced, ctx.parameters, *ctx.optimizer, *ctx.comm);
     r.measures = ctx.probe->take();
   }
   const auto t3 = Clock::now();

@@ -48,6 +48,9 @@ struct StepContext {
   ContractProbe* probe = nullptr;         ///< gradcheck: measures the strategy's contract
   /// Rank 0: the averaged gradients before the update (gradcheck); empty elsewhere.
   std::function<void(int64_t step, const GradientSet& grads)> on_averaged;
+  /// Every rank: the strategy shards the optimizer and rank 0 wants whole averaged gradients,
+  /// so every rank takes part in Strategy::complete_gradients.
+  bool complete_gradients = false;
 };
 
 /// What a step did, on every rank alike.

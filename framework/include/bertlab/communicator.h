@@ -42,6 +42,11 @@ class Communicator {
   /// Copies `root`'s tensors into every rank's, in place.
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;
   virtual void barrier() = 0;
+  /// Sums a 1-D `input` of world_size() equal chunks element-wise across ranks and returns this
+  /// rank's chunk of the sum (input[rank·chunk, (rank+1)·chunk) summed over the ranks). The
+  /// default all-reduces the whole input and keeps the chunk: the same result, twice the bytes
+  /// of a real reduce-scatter.
+  virtual at::Tensor reduce_scatter_sum(const at::Tensor& input);
 
   /// The class the following collectives are counted under (until the next call).
   void set_traffic(Traffic traffic) { traffic_ = traffic; }

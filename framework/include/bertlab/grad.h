@@ -6,6 +6,7 @@
 
 #include <ATen/core/Tensor.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -54,8 +55,15 @@ class GradientSet {
   void coalesce();
   /// Sparse entries become dense.
   void densify();
-  /// sqrt(sum of squares) over all entries (see NormMode for sparse rows).
+  /// sqrt(sum of squares) over all entries (see NormMode for sparse rows); for a shard, the
+  /// whole gradient's (set_shard_of).
   double global_norm(NormMode mode = NormMode::kCoalesced) const;
+  /// A strategy that leaves each rank a shard of the averaged gradient (zero1) states the whole
+  /// gradient's sum of squares, the same on every rank, so that global_norm() and clipping see
+  /// the whole gradient and every rank clips by the same factor. scale() keeps it current.
+  void set_shard_of(double total_squares) { shard_total_squares_ = total_squares; }
+  /// Whether this set is a shard (set_shard_of was called).
+  bool is_shard() const { return shard_total_squares_ >= 0.0 || std::isnan(shard_total_squares_); }
   /// Multiplies every gradient by `factor` in place.
   void scale(double factor);
   /// As Google's clip_by_global_norm: if norm > clip_norm, scale by clip_norm / norm.
@@ -64,6 +72,7 @@ class GradientSet {
 
  private:
   std::vector<GradientEntry> entries_;
+  double shard_total_squares_ = -1.0;  ///< < 0: not a shard
 };
 
 }  // namespace bertlab

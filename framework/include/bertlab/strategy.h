@@ -106,6 +106,28 @@ class Strategy {
   /// A strategy with error feedback: what the last reduce_gradients kept and sent, per
   /// parameter it compressed (gradcheck measures error_feedback_conserves with it).
   virtual std::vector<ErrorFeedbackRecord> last_error_feedback() const { return {}; }
+
+  /// A strategy that shards the optimizer state (ZeRO stage 1): which of `parameters` this rank
+  /// updates, one flag per parameter, the same partition on every rank. The host then gives the
+  /// optimizer only those; reduce_gradients leaves this rank only their averaged gradients
+  /// (GradientSet::set_shard_of for the whole norm) and after_update gathers the parameters the
+  /// other ranks updated. Empty (the default): every rank updates every parameter. Called once,
+  /// before the first step.
+  virtual std::vector<bool> optimizer_shard(const std::vector<NamedTensor>& parameters, int rank,
+                                            int world_size) {
+    (void)parameters;
+    (void)rank;
+    (void)world_size;
+    return {};
+  }
+  /// For a sharding strategy: makes `grads`, a copy of this rank's shard of the averaged
+  /// gradient as reduce_gradients left it, the whole averaged gradient (new entries; the
+  /// shard's tensors are left alone). The host calls it on every rank before the update, only
+  /// to compare whole gradients (gradcheck).
+  virtual void complete_gradients(GradientSet& grads, Communicator& comm) {
+    (void)grads;
+    (void)comm;
+  }
 };
 
 }  // namespace bertlab
