@@ -249,6 +249,30 @@ TEST_F(Resume, StrategyStatePerRankResumesExactly) {
                                  "strategy.period=3"});
 }
 
+// zero1: each rank holds its shard of the Adam moments; the checkpoint gathers the whole state
+// (the same tensors a mirrored run saves), and a resumed run takes each rank's shard back.
+TEST_F(Resume, Zero1ShardedOptimizerStateResumesExactly) {
+  expect_resume_equals_straight(
+      {"--set", "strategy.plugin=\"zero1\"", "--set", "strategy.replicas=2"});
+  expect_resume_equals_straight({"--set", "strategy.plugin=\"zero1\"", "--set",
+                                 "strategy.replicas=2", "--set", "optimizer.plugin=\"lamb\""});
+  std::map<std::string, std::map<std::string, at::Tensor>> saved;
+  for (const std::string strategy : {"zero1", "mirrored"}) {
+    auto r = run({"--set", "strategy.plugin=\"" + strategy + "\"", "--set", "strategy.replicas=2"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (auto& [n, t] : read_safetensors(out("checkpoints/step-000003/optimizer.safetensors"))) {
+      saved[strategy][n] = t;
+    }
+    fs::remove_all(dir_ / "resume");
+  }
+  ASSERT_EQ(saved["zero1"].size(), saved["mirrored"].size());
+  ASSERT_GT(saved["zero1"].size(), 0U);
+  for (const auto& [n, t] : saved["mirrored"]) {
+    ASSERT_EQ(saved["zero1"].count(n), 1U) << n;
+    EXPECT_TRUE(at::allclose(saved["zero1"].at(n), t, 1e-5, 1e-7)) << n;
+  }
+}
+
 TEST_F(Resume, KeepCheckpointMaxKeepsTheNewest) {
   // A half-written checkpoint from an interrupted write is neither listed nor resumed from.
   fs::create_directories(out("checkpoints/.tmp-step-000009.1"));

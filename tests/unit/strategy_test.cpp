@@ -254,6 +254,7 @@ TEST(StrategyContracts, EveryBuiltInStrategyDeclaresOne) {
             "exact_until(step 3) + error_feedback_conserves");
   EXPECT_EQ(contract_of("local_sgd", {{"start_step", int64_t{1}}}, 4).summary(),
             "exact_until(step 1) + replicas_equal_after_sync");
+  EXPECT_EQ(contract_of("zero1", {}, 4).summary(), "exact + optimizer_state_sharded");
 }
 
 // The fixed hook's bound holds on the hand-computed example: |r − m| <= atol + rtol·mean|g|.
@@ -381,6 +382,109 @@ TEST(LocalSgd, AveragesGradientsExactlyBeforeStartStep) {
   for (int r = 0; r < kWorld; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
   expect_same_on_every_rank(out);
   EXPECT_TRUE(at::equal(out[0].entries()[0].dense, mean_embedding()));
+}
+
+/// zero1's fixture: four parameters of 3, 6, 4 and 3 elements (16; halves of 8). Laid end to
+/// end, p1 (elements 3–8) straddles the two ranks' halves; zero1 gives it whole to one rank.
+std::vector<NamedTensor> zero1_parameters(float fill) {
+  return {{"p0", at::full({3}, fill)},
+          {"p1", at::full({3, 2}, fill)},
+          {"p2", at::full({2, 2}, fill)},
+          {"p3", at::full({3}, fill)}};
+}
+
+/// Rank r's gradient of parameter i: (r + 1)·[1, 2, ..., numel] + i; their mean is
+/// 1.5·[1, ..., numel] + i.
+GradientSet zero1_gradients(int rank) {
+  GradientSet g;
+  const auto params = zero1_parameters(0.f);
+  for (size_t i = 0; i < params.size(); ++i) {
+    GradientEntry e;
+    e.name = params[i].name;
+    e.shape = params[i].tensor.sizes().vec();
+    e.dense = (at::arange(1, params[i].tensor.numel() + 1, at::kFloat) * (rank + 1) +
+               static_cast<float>(i))
+                  .view(e.shape);
+    g.add(e);
+  }
+  return g;
+}
+
+at::Tensor zero1_mean(const NamedTensor& p, size_t i) {
+  return (at::arange(1, p.tensor.numel() + 1, at::kFloat) * 1.5 + static_cast<float>(i))
+      .view(p.tensor.sizes());
+}
+
+// Greedy by size, largest first: p1 (6) to rank 0, p2 (4) and p0 (3) to rank 1, p3 to rank 0
+// (6 < 7): 9 and 7 elements, each within one parameter (6) of 8. Each rank receives the mean
+// gradients of its own parameters only, and the whole gradient's norm for clipping; after the
+// update each rank has the parameters the other one updated.
+TEST(Zero1, ShardsWholeParametersAndGathersTheUpdatedOnes) {
+  std::vector<std::vector<bool>> masks(kWorld);
+  std::vector<GradientSet> shards(kWorld), whole(kWorld);
+  std::vector<std::vector<NamedTensor>> params(kWorld);
+  std::vector<bool> synced(kWorld);
+  const auto errors = on_every_rank(std::chrono::seconds(30), [&](int r, Communicator& comm) {
+    auto s = make_strategy("zero1", {});
+    params[r] = zero1_parameters(0.f);
+    masks[r] = s->optimizer_shard(params[r], r, kWorld);
+    s->begin_step(0);
+    shards[r] = zero1_gradients(r);
+    s->reduce_gradients(shards[r], comm);
+    whole[r] = shards[r];
+    s->complete_gradients(whole[r], comm);
+    // "The update": each rank writes 10·(rank + 1) + i into the parameters it owns.
+    for (size_t i = 0; i < params[r].size(); ++i) {
+      if (masks[r][i]) params[r][i].tensor.fill_(10.f * (r + 1) + static_cast<float>(i));
+    }
+    synced[r] = s->after_update(params[r], comm, 0);
+  });
+  for (int r = 0; r < kWorld; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_EQ(masks[0], (std::vector<bool>{false, true, false, true}));
+  EXPECT_EQ(masks[1], (std::vector<bool>{true, false, true, false}));
+  const auto reference = zero1_parameters(0.f);
+  double squares = 0.0;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    squares += zero1_mean(reference[i], i).to(at::kDouble).pow(2).sum().item<double>();
+  }
+  for (int r = 0; r < kWorld; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    std::vector<std::string> names;
+    for (const auto& e : shards[r].entries()) {
+      names.push_back(e.name);
+      const size_t i = static_cast<size_t>(e.name[1] - '0');
+      EXPECT_TRUE(at::equal(e.dense, zero1_mean(reference[i], i))) << e.name << e.dense;
+    }
+    EXPECT_EQ(names, r == 0 ? (std::vector<std::string>{"p1", "p3"})
+                            : (std::vector<std::string>{"p0", "p2"}));
+    EXPECT_TRUE(shards[r].is_shard());
+    EXPECT_DOUBLE_EQ(shards[r].global_norm(), std::sqrt(squares));
+    ASSERT_EQ(whole[r].entries().size(), reference.size());
+    for (size_t i = 0; i < reference.size(); ++i) {
+      EXPECT_TRUE(at::equal(whole[r].entries()[i].dense, zero1_mean(reference[i], i))) << i;
+    }
+    EXPECT_TRUE(synced[r]);
+    const float owner_fill[] = {20.f, 11.f, 22.f, 13.f};  // p0, p2 from rank 1; p1, p3 from 0
+    for (size_t i = 0; i < reference.size(); ++i) {
+      EXPECT_TRUE(at::equal(params[r][i].tensor, at::full_like(params[r][i].tensor, owner_fill[i])))
+          << params[r][i].name << params[r][i].tensor;
+    }
+  }
+}
+
+// Clipping a shard scales it by clip_norm / (the whole gradient's norm), as clipping the whole
+// gradient on one device would.
+TEST(Zero1, ClippingAShardUsesTheWholeNorm) {
+  GradientSet shard;
+  GradientEntry e;
+  e.name = "p";
+  e.shape = {2};
+  e.dense = at::tensor({3.f, 4.f});  // 5 of the whole gradient's 13 (5² + 12²)
+  shard.add(e);
+  shard.set_shard_of(169.0);
+  EXPECT_DOUBLE_EQ(shard.clip_by_global_norm(1.0), 13.0);
+  EXPECT_TRUE(at::allclose(shard.entries()[0].dense, at::tensor({3.f / 13, 4.f / 13})));
+  EXPECT_DOUBLE_EQ(shard.global_norm(), 1.0);
 }
 
 TEST(Communicator, RanksThatDisagreeOnACollectiveSizeFailOnEveryRank) {
