@@ -487,6 +487,22 @@ TEST(Zero1, ClippingAShardUsesTheWholeNorm) {
   EXPECT_DOUBLE_EQ(shard.global_norm(), 1.0);
 }
 
+// Rank r's chunk of the element-wise sum: rank 0 sends [1 2 | 3 4], rank 1 [10 20 | 30 40].
+TEST(Communicator, ReduceScatterGivesEachRankItsChunkOfTheSum) {
+  std::vector<at::Tensor> out(kWorld);
+  const auto errors = on_every_rank(std::chrono::seconds(30), [&](int r, Communicator& comm) {
+    const at::Tensor input = at::tensor({1.f, 2.f, 3.f, 4.f}) * (r == 0 ? 1 : 10);
+    out[r] = comm.reduce_scatter_sum(input);
+    EXPECT_TRUE(at::equal(input, at::tensor({1.f, 2.f, 3.f, 4.f}) * (r == 0 ? 1 : 10)));
+    EXPECT_THROW(comm.reduce_scatter_sum(at::ones({3})), Error);  // 3 is not 2 equal chunks
+  });
+  for (int r = 0; r < kWorld; ++r) ASSERT_EQ(errors[r], "") << "rank " << r;
+  EXPECT_TRUE(at::equal(out[0], at::tensor({11.f, 22.f}))) << out[0];
+  EXPECT_TRUE(at::equal(out[1], at::tensor({33.f, 44.f}))) << out[1];
+  EXPECT_TRUE(at::equal(make_local_communicator()->reduce_scatter_sum(at::ones({3})),
+                        at::ones({3})));
+}
+
 TEST(Communicator, RanksThatDisagreeOnACollectiveSizeFailOnEveryRank) {
   const auto errors = on_every_rank(std::chrono::seconds(10), [](int r, Communicator& comm) {
     std::vector<at::Tensor> same{at::ones({3})};

@@ -182,6 +182,35 @@ class C10dCommunicator final : public Communicator {
 
   void barrier() override { wait(group_->barrier(), "barrier"); }
 
+  /// c10d's reduce_scatter where the group has one (NCCL); otherwise (Gloo in libtorch 1.13
+  /// says it does not support it), from the first call on, the default: an all-reduce of the
+  /// whole input.
+  at::Tensor reduce_scatter_sum(const at::Tensor& input) override {
+    if (!reduce_scatter_supported_) return Communicator::reduce_scatter_sum(input);
+    BERTLAB_CHECK(input.dim() == 1 && input.numel() % world_size_ == 0,
+                  "reduce_scatter_sum: the input must be 1-D with {} equal chunks, got {} elements",
+                  world_size_, input.numel());
+    check_same_sizes({input}, "reduce_scatter");
+    const int64_t chunk = input.numel() / world_size_;
+    std::vector<at::Tensor> output{at::empty({chunk}, input.options())};
+    std::vector<std::vector<at::Tensor>> inputs(1);
+    for (int r = 0; r < world_size_; ++r) {
+      inputs[0].push_back(input.narrow(0, r * chunk, chunk).contiguous());
+    }
+    c10::intrusive_ptr<c10d::Work> work;
+    try {
+      work = group_->reduce_scatter(output, inputs);
+    } catch (const c10::Error& e) {
+      // Every rank's group is of one kind, so every rank falls back alike.
+      if (std::string(e.what()).find("does not support") == std::string::npos) throw;
+      reduce_scatter_supported_ = false;
+      return Communicator::reduce_scatter_sum(input);
+    }
+    count_bytes(input.numel() * static_cast<int64_t>(input.element_size()));
+    wait(work, "reduce_scatter");
+    return output[0];
+  }
+
  private:
   /// Started c10d work, waited for with the communicator's timeout and error message.
   class Pending final : public PendingCollective {
@@ -242,7 +271,8 @@ class C10dCommunicator final : public Communicator {
   std::chrono::milliseconds timeout_;
   c10::Device device_;
   c10::intrusive_ptr<Group> group_;
-  std::unique_ptr<detail::RankPresence> presence_;  // after group_: it leaves first
+  std::unique_ptr<detail::RankPresence> presence_;
+  bool reduce_scatter_supported_ = true;  ///< false once the group said it has none  // after group_: it leaves first
 };
 
 }  // namespace bertlab

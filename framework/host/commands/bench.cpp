@@ -1,9 +1,10 @@
-// `bertlab bench NAME`: the built-in benchmarks (comm, step, tokenize, gemm) as subcommands;
+// `bertlab bench NAME`: the built-in benchmarks (comm, step, exchange, tokenize, gemm) as subcommands;
 // plugins add more (`bertlab bench squad-features`) as tools of the group `bench`.
 
 #include <memory>
 
 #include "commands/bench_comm.h"
+#include "commands/bench_exchange.h"
 #include "commands/bench_gemm.h"
 #include "commands/bench_step.h"
 #include "commands/bench_tokenize.h"
@@ -39,7 +40,11 @@ void add_step_shape(CommandLine& c, StepBenchOptions& o) {
 
 /// How `bench step` trains: strategy, replicas, optimizer, device, precision, dropout.
 void add_step_training(CommandLine& c, StepBenchOptions& o) {
-  c.option("--strategy", o.strategy, "single|mirrored|sparse_allgather");
+  c.option("--strategy", o.strategy,
+           "a strategy plugin: single (default), mirrored, sparse_allgather, powersgd, "
+           "local_sgd, zero1");
+  c.option("--strategy-option", o.strategy_options,
+           "KEY=VALUE: another option of the strategy, e.g. rank=4 for powersgd (repeatable)");
   c.option("--replicas", o.replicas, "thread ranks (default 1)");
   c.flag("--sparse-embeddings", o.sparse_embeddings, "word-embedding gradient as sparse rows");
   c.flag("--overlap-backward", o.overlap_backward,
@@ -73,6 +78,30 @@ Command define_step(CommandLine& bench, PluginOptions& plugins) {
           }};
 }
 
+Command define_exchange(CommandLine& bench, PluginOptions& plugins) {
+  auto o = std::make_shared<ExchangeBenchOptions>();
+  CommandLine c = bench.subcommand(
+      "exchange",
+      "bytes a strategy sends to average BERT's word-embedding gradient (thread ranks)");
+  c.option("--strategy", o->strategy, "a strategy plugin (default mirrored)");
+  c.option("--strategy-option", o->strategy_options,
+           "KEY=VALUE: an option of the strategy, e.g. compression=fp16 or rank=4 (repeatable)");
+  c.option("--replicas", o->replicas, "thread ranks (default 2)");
+  c.option("--vocab-size", o->vocab_size, "rows V (default 30522, BERT-Base)");
+  c.option("--hidden-size", o->hidden_size, "row width H (default 768)");
+  c.option("--tokens", o->tokens, "tokens per replica and step (default 4096 = 32 x 128)");
+  c.flag("--sparse-embeddings", o->sparse_embeddings,
+         "the gradient as sparse rows, one per token (default: the dense table)");
+  c.option("--steps", o->steps, "exchanges; the last one's bytes are reported (default 3)");
+  add_plugin_options(c, plugins);
+  return {c, [o, &plugins] {
+            return with_plugin_host([&](PluginHost& host) -> int {
+              load_plugins(host, plugins);
+              return bench_exchange(host, *o);
+            });
+          }};
+}
+
 Command define_tokenize(CommandLine& bench) {
   auto o = std::make_shared<TokenizeBenchOptions>();
   CommandLine c = bench.subcommand("tokenize", "WordPiece tokenization speed (MB/s, tokens/s)");
@@ -101,7 +130,8 @@ Command define_bench_command(CommandLine& parent, PluginOptions& plugins) {
   CommandLine bench = parent.subcommand("bench", "measure this machine");
   bench.require_subcommand();
   auto benches = std::make_shared<std::vector<Command>>(std::vector<Command>{
-      define_comm(bench), define_step(bench, plugins), define_tokenize(bench), define_gemm(bench)});
+      define_comm(bench), define_step(bench, plugins), define_exchange(bench, plugins),
+      define_tokenize(bench), define_gemm(bench)});
   return {bench, [benches] {
             for (const Command& b : *benches) {
               if (b.command.parsed()) return b.action();

@@ -18,12 +18,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 
 #include "runtime/plugin_host.h"
@@ -93,6 +95,7 @@ struct Phases {
   int64_t dense_bytes = 0;  // sent by rank 0 in the last step
   int64_t sparse_bytes = 0;
   OverlapStats overlap;  // rank 0's last step
+  int64_t optimizer_state_bytes = 0;  // the most one rank holds
 };
 
 // Throws ConfigError("bench step: <message>") unless `ok`.
@@ -172,6 +175,9 @@ std::map<std::string, OptionValue> strategy_values(const StepBenchOptions& o,
                       o.strategy));
     values["compression"] = o.compression;
   }
+  for (auto& [key, value] : strategy_option_values(o.strategy_options, strategy, "bench step")) {
+    values[key] = value;
+  }
   return values;
 }
 
@@ -209,6 +215,7 @@ struct RankState {
   std::unique_ptr<OverlapReducer> overlap;  // when the strategy overlaps backward
   Batch batch;
   at::Tensor probe;  // a parameter, read to wait for the device
+  std::vector<NamedTensor> parameters;  // the model's, for Strategy::after_update
 };
 
 // The clock at the phase boundaries of one step, and the overlap reducer's counts.
@@ -228,7 +235,14 @@ RankState make_rank(const BenchContext& ctx, int rank, Communicator& comm) {
   for (const auto& item : s.model->named_parameters(true)) {
     parameters.push_back({item.key(), item.value()});
   }
-  s.optimizer->init(parameters, OptimizerContext{ctx.o.steps + 1});
+  // A sharding strategy (zero1): this rank's optimizer holds its shard only, as in training.
+  const std::vector<bool> shard = s.strategy->optimizer_shard(parameters, rank, ctx.o.replicas);
+  std::vector<NamedTensor> updated;
+  for (size_t i = 0; i < parameters.size(); ++i) {
+    if (shard.empty() || shard[i]) updated.push_back(parameters[i]);
+  }
+  s.optimizer->init(updated, OptimizerContext{ctx.o.steps + 1});
+  s.parameters = parameters;
   if (ctx.o.replicas > 1 && s.strategy->overlap_bucket_mb() > 0) {
     s.overlap = std::make_unique<OverlapReducer>(*s.model, comm, s.strategy->overlap_bucket_mb());
   }
@@ -261,6 +275,7 @@ StepTimes timed_step(const BenchContext& ctx, RankState& s, int rank, int step,
   t.start = Clock::now();
   s.model->zero_grad(/*set_to_none=*/true);
   comm.reset_traffic();
+  s.strategy->begin_step(step);
   LossOutput out = forward_loss(ctx, s, rank, step);
   sync(ctx, s.probe);
   t.forward_end = Clock::now();
@@ -278,6 +293,8 @@ StepTimes timed_step(const BenchContext& ctx, RankState& s, int rank, int step,
   sync(ctx, s.probe);
   t.comm_end = Clock::now();
   s.optimizer->step(grads, step);
+  // Parameters synchronised after the update (local SGD's averaging, zero1's all-gather).
+  s.strategy->after_update(s.parameters, comm, step);
   sync(ctx, s.probe);
   t.end = Clock::now();
   return t;
@@ -298,6 +315,13 @@ void record(Phases& phases, const StepTimes& t, const Communicator& comm) {
 // One rank's run: a warm-up step, then --steps timed ones; rank 0 records its phases.
 void run_rank(const BenchContext& ctx, int rank, Communicator& comm, Phases& phases) {
   RankState s = make_rank(ctx, rank, comm);
+  int64_t most = s.optimizer->state_bytes();
+  if (comm.world_size() > 1) {
+    for (const auto& r : comm.all_gather(at::tensor({most}, at::kLong))) {
+      most = std::max(most, r.item<int64_t>());
+    }
+  }
+  if (rank == 0) phases.optimizer_state_bytes = most;
   s.model->train();
   for (int step = 0; step <= ctx.o.steps; ++step) {  // step 0 warms up
     const StepTimes t = timed_step(ctx, s, rank, step, comm);
@@ -338,6 +362,9 @@ nlohmann::ordered_json report(const BenchContext& ctx, const Phases& phases) {
   if (declares(ctx.strategy, "bucket_mb")) {
     j["bucket_mb"] = ctx.strategy_view.get_float("bucket_mb");
   }
+  for (const std::string& kv : o.strategy_options) {
+    j["strategy." + kv.substr(0, kv.find('='))] = kv.substr(kv.find('=') + 1);
+  }
   j["steps"] = o.steps;
   j["step_s"] = step_s;
   j["device"] = ctx.device.str();
@@ -353,6 +380,7 @@ nlohmann::ordered_json report(const BenchContext& ctx, const Phases& phases) {
   j["optimizer_share"] = share(phases.optimizer);
   j["comm_dense_bytes"] = phases.dense_bytes;
   j["comm_sparse_bytes"] = phases.sparse_bytes;
+  j["optimizer_state_bytes"] = phases.optimizer_state_bytes;
   if (o.overlap_backward) {
     j["overlap_buckets"] = phases.overlap.buckets;
     j["overlap_buckets_in_backward"] = phases.overlap.buckets_in_backward;
@@ -363,6 +391,70 @@ nlohmann::ordered_json report(const BenchContext& ctx, const Phases& phases) {
 }
 
 }  // namespace
+
+namespace {
+
+// `text` as a value of the option `decl` declares; `fail` throws with a message.
+OptionValue parse_option_value(const OptionDecl& decl, const std::string& text,
+                               const std::function<void(const std::string&)>& fail) {
+  const std::string bad = fmt::format("'{}' is not a{} {}", text,
+                                      decl.type == OptionType::kInt ? "n" : "",
+                                      to_string(decl.type));
+  size_t used = 0;
+  try {
+    switch (decl.type) {
+      case OptionType::kBool:
+        if (text != "true" && text != "false") fail(bad);
+        return text == "true";
+      case OptionType::kInt: {
+        const int64_t v = std::stoll(text, &used);
+        if (used != text.size()) fail(bad);
+        return v;
+      }
+      case OptionType::kFloat: {
+        const double v = std::stod(text, &used);
+        if (used != text.size()) fail(bad);
+        return v;
+      }
+      case OptionType::kString:
+      case OptionType::kPath:
+        if (!decl.allowed.empty() &&
+            std::find(decl.allowed.begin(), decl.allowed.end(), text) == decl.allowed.end()) {
+          fail(fmt::format("'{}' is not one of {}", text, fmt::join(decl.allowed, ", ")));
+        }
+        return text;
+    }
+  } catch (const std::logic_error&) {  // stoll / stod: not a number, or out of range
+    fail(bad);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::map<std::string, OptionValue> strategy_option_values(const std::vector<std::string>& flags,
+                                                          const Component& strategy,
+                                                          const std::string& command) {
+  std::map<std::string, OptionValue> values;
+  for (const std::string& kv : flags) {
+    const auto fail = [&](const std::string& what) {
+      throw ConfigError(fmt::format("{}: --strategy-option {}: {}", command, kv, what));
+    };
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) fail("write KEY=VALUE, e.g. rank=4");
+    const std::string key = kv.substr(0, eq);
+    const auto decl =
+        std::find_if(strategy.spec.options.begin(), strategy.spec.options.end(),
+                     [&](const OptionDecl& d) { return d.key == key; });
+    if (decl == strategy.spec.options.end()) {
+      fail(fmt::format("the {} strategy has no option '{}' (bertlab plugins --describe {} lists "
+                       "them)",
+                       strategy.spec.name, key, strategy.spec.name));
+    }
+    values[key] = parse_option_value(*decl, kv.substr(eq + 1), fail);
+  }
+  return values;
+}
 
 int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   check(o.dropout_rng == "per_example" || o.dropout_rng == "replica" || o.dropout_rng == "both",

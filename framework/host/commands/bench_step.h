@@ -2,12 +2,17 @@
 // `bertlab bench step`: one training step of BERT with the SQuAD span head on random token ids
 // (AdamWeightDecay, clipping at 1.0), timed by phase.
 
+#include <bertlab/config.h>
+
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
 namespace bertlab {
 
 class PluginHost;
+struct Component;
 
 struct StepBenchOptions {
   int64_t hidden_size = 768;
@@ -27,6 +32,8 @@ struct StepBenchOptions {
   bool overlap_backward = false;
   double bucket_mb = 0;     ///< the strategy's bucket_mb; 0: its default
   std::string compression;  ///< the strategy's compression (mirrored: fp16, bf16); empty: none
+  /// Any other strategy option, KEY=VALUE (powersgd: rank=4).
+  std::vector<std::string> strategy_options;
   std::string task = "squad";
   std::string optimizer = "adam_weight_decay";
   std::string device = "cpu";      ///< cpu, cuda, cuda:N (every replica on it)
@@ -42,5 +49,12 @@ struct StepBenchOptions {
 /// (forward, backward, communication: the all-reduce time not hidden behind backward, optimizer),
 /// the model's FLOPs per step and their rate.
 int bench_step(const PluginHost& host, const StepBenchOptions& options);
+
+/// For `bench step` and `bench exchange`: the strategy options that `--strategy-option
+/// KEY=VALUE` flags set, typed as `strategy` declares them. Throws ConfigError naming the flag
+/// and what to write.
+std::map<std::string, OptionValue> strategy_option_values(const std::vector<std::string>& flags,
+                                                          const Component& strategy,
+                                                          const std::string& command);
 
 }  // namespace bertlab

@@ -104,6 +104,7 @@ void TrainLog::write_step(int64_t step, const StepResult& r, double loss_scale) 
   line["skipped_steps"] = skipped_steps_;
   if (loss_scale > 0) line["loss_scale"] = loss_scale;
   line["comm_sparse_bytes"] = static_cast<double>(sparse_bytes_) / n;
+  line["optimizer_state_bytes"] = setup_.optimizer_state_bytes;
   if (setup_.overlap) {
     // Per step: the buckets all-reduced, and those started while backward still ran.
     line["overlap_buckets"] = static_cast<double>(overlap_buckets_) / n;

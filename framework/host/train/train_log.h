@@ -30,6 +30,7 @@ class TrainLog {
     bool leader = false;                              ///< rank 0: logs warnings
     bool write = false;                               ///< rank 0 of a run that writes files
     bool overlap = false;  ///< the step overlaps all-reduce with backward: log its buckets
+    int64_t optimizer_state_bytes = 0;  ///< on the rank that holds the most (zero1: a shard)
   };
   /// `resume`: the state of the checkpoint a resumed run continues; null for a new run.
   TrainLog(Setup setup, const TrainState* resume, int64_t first_step);

@@ -3,6 +3,7 @@
 
 #include "train/train_loop.h"
 
+#include <ATen/ATen.h>
 #include <ATen/core/Generator.h>
 #include <bertlab/error.h>
 #include <bertlab/log.h>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 #include <torch/nn/module.h>
 
+#include <algorithm>
 #include <csignal>
 #include <map>
 #include <mutex>
@@ -52,6 +54,8 @@ struct RankComponents {
   /// The strategy shards the optimizer (zero1): each rank's optimizer holds only the state of
   /// the parameters it updates; checkpoints gather the whole state to rank 0.
   bool sharded = false;
+  /// Bytes of optimizer state on the rank that holds the most, and on all ranks together.
+  int64_t state_bytes_max = 0, state_bytes_total = 0;
 };
 
 /// The name of the parameter a "<parameter>/<slot>" optimizer state tensor belongs to.
@@ -79,6 +83,25 @@ NamedTensors whole_optimizer_state(const RankComponents& c,
     out.insert(out.end(), it->second.begin(), it->second.end());
   }
   return out;
+}
+
+/// The optimizer state's bytes per rank (the most on one rank, and the total), on every rank;
+/// logged by rank 0 when the strategy shards it.
+void measure_state_bytes(RankComponents& c, Communicator& comm) {
+  const int64_t mine = c.optimizer->state_bytes();
+  c.state_bytes_max = c.state_bytes_total = mine;
+  if (comm.world_size() > 1) {
+    c.state_bytes_max = c.state_bytes_total = 0;
+    for (const auto& r : comm.all_gather(at::tensor({mine}, at::kLong))) {
+      c.state_bytes_max = std::max(c.state_bytes_max, r.item<int64_t>());
+      c.state_bytes_total += r.item<int64_t>();
+    }
+  }
+  if (c.sharded && comm.rank() == 0) {
+    log_info("train", "optimizer state sharded over {} ranks: at most {:.1f} MiB on a rank, {:.1f} MiB in all",
+             comm.world_size(), static_cast<double>(c.state_bytes_max) / (1 << 20),
+             static_cast<double>(c.state_bytes_total) / (1 << 20));
+  }
 }
 
 std::unique_ptr<RankComponents> make_components(const TrainLoop& loop, torch::nn::Module& model,
@@ -133,6 +156,7 @@ std::unique_ptr<RankComponents> make_components(const TrainLoop& loop, torch::nn
                         loop.resume->state.loss_scale_growth_tracker);
     }
   }
+  measure_state_bytes(*c, comm);
   return c;
 }
 
@@ -199,6 +223,7 @@ TrainLog::Setup log_setup(const TrainLoop& loop, const RankComponents& c, bool l
   s.leader = leader;
   s.write = leader && loop.write_files;
   s.overlap = c.overlap != nullptr;
+  s.optimizer_state_bytes = c.state_bytes_max;
   return s;
 }
 

@@ -46,6 +46,10 @@ class Optimizer {
   /// Restores what state_dict() returned (after init()). Throws Error naming a missing,
   /// unexpected or mis-shaped tensor.
   virtual void load_state_dict(const std::vector<std::pair<std::string, at::Tensor>>& state) = 0;
+  /// Bytes of state this optimizer holds (after init()): the memory a sharding strategy divides
+  /// over the ranks. The default sums state_dict()'s tensors (a copy); an optimizer may say it
+  /// without copying.
+  virtual int64_t state_bytes() const;
 };
 
 }  // namespace bertlab

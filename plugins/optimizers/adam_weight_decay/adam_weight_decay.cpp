@@ -300,4 +300,10 @@ void AdamWeightDecay::update_sparse(Slot& slot, const GradientEntry& grad, doubl
   apply_moments(slot, lr);
 }
 
+int64_t AdamWeightDecay::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& s : slots_) bytes += static_cast<int64_t>(s.m.nbytes() + s.v.nbytes());
+  return bytes;
+}
+
 }  // namespace bertlab::adam_weight_decay

@@ -47,6 +47,7 @@ class AdamWeightDecay : public Optimizer {
   double learning_rate(int64_t step) const override;
   /// "NAME/adam_m" and "NAME/adam_v" per parameter, as Google's checkpoints name the slots.
   std::vector<std::pair<std::string, at::Tensor>> state_dict() const override;
+  int64_t state_bytes() const override;
   void load_state_dict(const std::vector<std::pair<std::string, at::Tensor>>& state) override;
 
   const AdamWeightDecayOptions& options() const { return options_; }

@@ -41,6 +41,7 @@ class AdamW : public Optimizer {
   /// Per parameter, PyTorch's state names: "NAME/exp_avg", "NAME/exp_avg_sq",
   /// "NAME/max_exp_avg_sq" (amsgrad), "NAME/step".
   std::vector<std::pair<std::string, at::Tensor>> state_dict() const override;
+  int64_t state_bytes() const override;
   void load_state_dict(const std::vector<std::pair<std::string, at::Tensor>>& state) override;
 
   const AdamWOptions& options() const { return options_; }

@@ -106,4 +106,10 @@ void Lamb::load_state_dict(const std::vector<std::pair<std::string, at::Tensor>>
   load_slots(state, targets, "lamb");
 }
 
+int64_t Lamb::state_bytes() const {
+  int64_t bytes = 0;
+  for (const auto& s : slots_) bytes += static_cast<int64_t>(s.m.nbytes() + s.v.nbytes());
+  return bytes;
+}
+
 }  // namespace bertlab::lamb

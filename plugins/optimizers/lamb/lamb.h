@@ -40,6 +40,7 @@ class Lamb : public Optimizer {
   double learning_rate(int64_t step) const override { return schedule_.at(step); }
   /// "NAME/exp_avg" and "NAME/exp_avg_sq" per parameter, as apex names them.
   std::vector<std::pair<std::string, at::Tensor>> state_dict() const override;
+  int64_t state_bytes() const override;
   void load_state_dict(const std::vector<std::pair<std::string, at::Tensor>>& state) override;
 
   const LambOptions& options() const { return options_; }

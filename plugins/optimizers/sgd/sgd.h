@@ -41,6 +41,7 @@ class Sgd : public Optimizer {
   double learning_rate(int64_t step) const override { return schedule_.at(step); }
   /// With momentum: "NAME/momentum_buffer" and "NAME/step" per parameter; none without.
   std::vector<std::pair<std::string, at::Tensor>> state_dict() const override;
+  int64_t state_bytes() const override;
   void load_state_dict(const std::vector<std::pair<std::string, at::Tensor>>& state) override;
 
   const SgdOptions& options() const { return options_; }
