@@ -38,9 +38,9 @@ at::Tensor Communicator::reduce_scatter_sum(const at::Tensor& input) {
                 "reduce_scatter_sum: the input must be 1-D with {} equal chunks, got {} elements",
                 n, input.numel());
   const int64_t chunk = input.numel() / n;
-  std::vector<at::Tensor> sum{input.clone()};
+  std::vector<at::Tensor> sum{input};
   all_reduce_sum(sum);
-  return sum[0].narrow(0, rank() * chunk, chunk).clone();
+  return input.narrow(0, rank() * chunk, chunk);
 }
 
 std::unique_ptr<Communicator> make_local_communicator() {

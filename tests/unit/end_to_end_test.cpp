@@ -334,7 +334,7 @@ TEST(EndToEndGradcheck, TheStrategyContractsExperimentKeepsEveryContract) {
   const auto& v = json["variants"];
   for (const char* name :
        {"mirrored-fp16-2", "mirrored-fp16-4", "mirrored-bf16-2", "mirrored-bf16-4", "powersgd-2",
-        "powersgd-4", "local-sgd-2", "local-sgd-4"}) {
+        "powersgd-4", "local-sgd-2", "local-sgd-4", "zero1-2", "zero1-4"}) {
     EXPECT_TRUE(v[name]["contract"]["holds"].get<bool>()) << name;
   }
   // The bounded rows stay within their bound, yet not trivially: they differ from the exact mean.
@@ -349,6 +349,14 @@ TEST(EndToEndGradcheck, TheStrategyContractsExperimentKeepsEveryContract) {
             1e-3);
   EXPECT_GT(v["local-sgd-own-rank-first-4"]["contract"]["sync_difference"].get<double>(), 0.0);
   EXPECT_FALSE(v["local-sgd-4-replica-dropout"]["contract"]["holds"].get<bool>());
+  // zero1: exact, and each rank's state within one parameter's of 1/N; unsharded: not.
+  EXPECT_TRUE(v["zero1-4"]["params"]["close"].get<bool>());
+  EXPECT_LE(v["zero1-4"]["contract"]["state_share"].get<double>(), 1.0);
+  EXPECT_FALSE(v["zero1-unsharded-2"]["contract"]["holds"].get<bool>());
+  EXPECT_TRUE(v["zero1-unsharded-2"]["params"]["close"].get<bool>());
+  EXPECT_NE(r.out.find("the optimizer state of 41 parameters is held by more than one rank"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("`powersgd-residual-from-average-2` does not keep its contract"),
             std::string::npos)
       << r.out;
@@ -525,6 +533,81 @@ TEST(EndToEndBench, CommReportsBandwidthOfBothCollectives) {
   auto bad = run_bertlab({"bench", "comm", "--world", "1"});
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_NE(bad.err.find("--world: must be >= 2, got 1"), std::string::npos) << bad.err;
+}
+
+// The bytes each strategy contributes for a V × H = 100 × 8 embedding gradient over 2 ranks,
+// against what they must be: the float32 table, half of it in 16 bits, PowerSGD's P and Q of
+// rank 2 ((V + H)·2 values), and the sparse rows as the cost model counts them.
+TEST(EndToEndBench, ExchangeCountsTheBytesOfEachStrategy) {
+  const auto bytes = [](std::vector<std::string> args) {
+    std::vector<std::string> all{"bench",         "exchange", "--vocab-size", "100",
+                                 "--hidden-size", "8",        "--tokens",     "16"};
+    all.insert(all.end(), args.begin(), args.end());
+    auto r = run_bertlab(all);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  };
+  EXPECT_EQ(bytes({"--strategy", "mirrored"})["comm_dense_bytes"], 100 * 8 * 4);
+  EXPECT_EQ(bytes({"--strategy", "mirrored", "--strategy-option",
+                   "compression=fp16"})["comm_dense_bytes"],
+            100 * 8 * 2);
+  EXPECT_EQ(bytes({"--strategy", "powersgd", "--strategy-option", "rank=2", "--strategy-option",
+                   "start_step=1"})["comm_dense_bytes"],
+            (100 + 8) * 2 * 4);
+  const auto rows = bytes({"--strategy", "sparse_allgather", "--sparse-embeddings"});
+  EXPECT_EQ(rows["comm_dense_bytes"], 0);
+  EXPECT_GT(rows["max_rows"].get<int64_t>(), 0);
+  EXPECT_LE(rows["max_rows"].get<int64_t>(), 16);
+  // The model's rows plus the row counts (one int64 per rank) the strategy gathers first.
+  EXPECT_EQ(rows["ring_bytes"].get<double>(), rows["model_rows_bytes"].get<double>() + 8);
+
+  auto bad =
+      run_bertlab({"bench", "exchange", "--strategy", "powersgd", "--strategy-option", "rnk=1"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--strategy-option rnk=1: the powersgd strategy has no option 'rnk'"),
+            std::string::npos)
+      << bad.err;
+  bad = run_bertlab({"bench", "exchange", "--strategy", "powersgd", "--strategy-option", "rank=x"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("'x' is not an int"), std::string::npos) << bad.err;
+}
+
+// zero1 in `bench step`: each rank's optimizer holds its shard, so the most one rank holds is
+// about half of what mirrored's ranks each hold (within the largest parameter's state).
+TEST(EndToEndBench, StepReportsZero1sShardedOptimizerState) {
+  const auto state = [](const std::string& strategy) {
+    auto r = run_bertlab({"bench",
+                          "step",
+                          "--strategy",
+                          strategy,
+                          "--replicas",
+                          "2",
+                          "--hidden-size",
+                          "32",
+                          "--num-hidden-layers",
+                          "2",
+                          "--num-attention-heads",
+                          "2",
+                          "--intermediate-size",
+                          "64",
+                          "--vocab-size",
+                          "128",
+                          "--batch",
+                          "2",
+                          "--seq",
+                          "8",
+                          "--steps",
+                          "1"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out)["optimizer_state_bytes"].get<double>()
+                            : 0.0;
+  };
+  const double mirrored = state("mirrored"), zero1 = state("zero1");
+  EXPECT_GT(zero1, 0.0);
+  // Adam's two moments of the largest parameter (the 512 × 32 position embeddings).
+  const double largest = 2 * 512 * 32 * 4;
+  EXPECT_LE(zero1, mirrored / 2 + largest);
+  EXPECT_LT(zero1, mirrored);
 }
 
 }  // namespace

@@ -272,7 +272,8 @@ class C10dCommunicator final : public Communicator {
   c10::Device device_;
   c10::intrusive_ptr<Group> group_;
   std::unique_ptr<detail::RankPresence> presence_;
-  bool reduce_scatter_supported_ = true;  ///< false once the group said it has none  // after group_: it leaves first
+  bool reduce_scatter_supported_ =
+      true;  ///< false once the group said it has none  // after group_: it leaves first
 };
 
 }  // namespace bertlab

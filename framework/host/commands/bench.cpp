@@ -1,5 +1,5 @@
-// `bertlab bench NAME`: the built-in benchmarks (comm, step, exchange, tokenize, gemm) as subcommands;
-// plugins add more (`bertlab bench squad-features`) as tools of the group `bench`.
+// `bertlab bench NAME`: the built-in benchmarks (comm, step, exchange, tokenize, gemm) as
+// subcommands; plugins add more (`bertlab bench squad-features`) as tools of the group `bench`.
 
 #include <memory>
 

@@ -94,7 +94,7 @@ struct Phases {
   std::vector<double> step, forward, backward, comm, optimizer;
   int64_t dense_bytes = 0;  // sent by rank 0 in the last step
   int64_t sparse_bytes = 0;
-  OverlapStats overlap;  // rank 0's last step
+  OverlapStats overlap;               // rank 0's last step
   int64_t optimizer_state_bytes = 0;  // the most one rank holds
 };
 
@@ -214,7 +214,7 @@ struct RankState {
   std::unique_ptr<Optimizer> optimizer;
   std::unique_ptr<OverlapReducer> overlap;  // when the strategy overlaps backward
   Batch batch;
-  at::Tensor probe;  // a parameter, read to wait for the device
+  at::Tensor probe;                     // a parameter, read to wait for the device
   std::vector<NamedTensor> parameters;  // the model's, for Strategy::after_update
 };
 
@@ -397,9 +397,8 @@ namespace {
 // `text` as a value of the option `decl` declares; `fail` throws with a message.
 OptionValue parse_option_value(const OptionDecl& decl, const std::string& text,
                                const std::function<void(const std::string&)>& fail) {
-  const std::string bad = fmt::format("'{}' is not a{} {}", text,
-                                      decl.type == OptionType::kInt ? "n" : "",
-                                      to_string(decl.type));
+  const std::string bad = fmt::format(
+      "'{}' is not a{} {}", text, decl.type == OptionType::kInt ? "n" : "", to_string(decl.type));
   size_t used = 0;
   try {
     switch (decl.type) {
@@ -443,13 +442,13 @@ std::map<std::string, OptionValue> strategy_option_values(const std::vector<std:
     const auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) fail("write KEY=VALUE, e.g. rank=4");
     const std::string key = kv.substr(0, eq);
-    const auto decl =
-        std::find_if(strategy.spec.options.begin(), strategy.spec.options.end(),
-                     [&](const OptionDecl& d) { return d.key == key; });
+    const auto decl = std::find_if(strategy.spec.options.begin(), strategy.spec.options.end(),
+                                   [&](const OptionDecl& d) { return d.key == key; });
     if (decl == strategy.spec.options.end()) {
-      fail(fmt::format("the {} strategy has no option '{}' (bertlab plugins --describe {} lists "
-                       "them)",
-                       strategy.spec.name, key, strategy.spec.name));
+      fail(
+          fmt::format("the {} strategy has no option '{}' (bertlab plugins --describe {} lists "
+                      "them)",
+                      strategy.spec.name, key, strategy.spec.name));
     }
     values[key] = parse_option_value(*decl, kv.substr(eq + 1), fail);
   }

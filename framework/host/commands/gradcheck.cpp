@@ -329,8 +329,8 @@ void check_invariants(const StrategyContract& c, const Trace& t, ContractCheck& 
     if (t.measures.empty()) {
       check.broken.push_back("the optimizer state was not measured (no step ran)");
     } else if (shared > 0) {
-      check.broken.push_back(
-          fmt::format("the optimizer state of {} parameters is held by more than one rank", shared));
+      check.broken.push_back(fmt::format(
+          "the optimizer state of {} parameters is held by more than one rank", shared));
     } else if (!(check.state_share <= 1.0)) {
       check.broken.push_back(
           fmt::format("a rank's optimizer state is {}× the largest parameter's away from 1/N",

@@ -59,8 +59,8 @@ class ContractProbe {
   ContractMeasures take();
 
  private:
-  void measure_state_share(const std::vector<NamedTensor>& parameters,
-                           const Optimizer& optimizer, Communicator& comm);
+  void measure_state_share(const std::vector<NamedTensor>& parameters, const Optimizer& optimizer,
+                           Communicator& comm);
 
   StrategyContract contract_;
   std::map<std::string, at::Tensor> local_;       ///< name → this rank's gradient, float64

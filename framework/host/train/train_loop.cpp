@@ -66,8 +66,7 @@ std::string state_parameter(const std::string& state_name) {
 /// Rank 0: the whole optimizer state for a checkpoint, in the parameters' order (call on every
 /// rank: a sharded optimizer's state is gathered from every rank).
 NamedTensors whole_optimizer_state(const RankComponents& c,
-                                   const std::vector<NamedTensor>& parameters,
-                                   Communicator& comm) {
+                                   const std::vector<NamedTensor>& parameters, Communicator& comm) {
   if (!c.sharded) return comm.rank() == 0 ? c.optimizer->state_dict() : NamedTensors{};
   std::map<std::string, NamedTensors> by_parameter;
   for (const auto& rank : gather_rank_tensors(c.optimizer->state_dict(), comm)) {
@@ -98,9 +97,11 @@ void measure_state_bytes(RankComponents& c, Communicator& comm) {
     }
   }
   if (c.sharded && comm.rank() == 0) {
-    log_info("train", "optimizer state sharded over {} ranks: at most {:.1f} MiB on a rank, {:.1f} MiB in all",
-             comm.world_size(), static_cast<double>(c.state_bytes_max) / (1 << 20),
-             static_cast<double>(c.state_bytes_total) / (1 << 20));
+    log_info(
+        "train",
+        "optimizer state sharded over {} ranks: at most {:.1f} MiB on a rank, {:.1f} MiB in all",
+        comm.world_size(), static_cast<double>(c.state_bytes_max) / (1 << 20),
+        static_cast<double>(c.state_bytes_total) / (1 << 20));
   }
 }
 

@@ -42,10 +42,11 @@ class Communicator {
   /// Copies `root`'s tensors into every rank's, in place.
   virtual void broadcast(std::vector<at::Tensor>& tensors, int root) = 0;
   virtual void barrier() = 0;
-  /// Sums a 1-D `input` of world_size() equal chunks element-wise across ranks and returns this
-  /// rank's chunk of the sum (input[rank·chunk, (rank+1)·chunk) summed over the ranks). The
-  /// default all-reduces the whole input and keeps the chunk: the same result, twice the bytes
-  /// of a real reduce-scatter.
+  /// Sums a 1-D contiguous `input` of world_size() equal chunks element-wise across ranks and
+  /// returns this rank's chunk of the sum (input[rank·chunk, (rank+1)·chunk) summed over the
+  /// ranks). The input's elements may be overwritten and the result may be a view of it. The
+  /// default all-reduces the whole input in place and returns its chunk: the same result, twice
+  /// the bytes of a real reduce-scatter.
   virtual at::Tensor reduce_scatter_sum(const at::Tensor& input);
 
   /// The class the following collectives are counted under (until the next call).

@@ -117,7 +117,9 @@ void AdamW::load_state_dict(const std::vector<std::pair<std::string, at::Tensor>
 
 int64_t AdamW::state_bytes() const {
   int64_t bytes = 0;
-  for (const auto& s : slots_) bytes += static_cast<int64_t>(s.m.nbytes() + s.v.nbytes() + s.steps.nbytes() + (s.v_max.defined() ? s.v_max.nbytes() : 0));
+  for (const auto& s : slots_)
+    bytes += static_cast<int64_t>(s.m.nbytes() + s.v.nbytes() + s.steps.nbytes() +
+                                  (s.v_max.defined() ? s.v_max.nbytes() : 0));
   return bytes;
 }
 

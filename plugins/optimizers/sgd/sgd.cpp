@@ -144,7 +144,8 @@ void Sgd::load_state_dict(const std::vector<std::pair<std::string, at::Tensor>>&
 
 int64_t Sgd::state_bytes() const {
   int64_t bytes = 0;
-  for (const auto& s : slots_) bytes += s.buffer.defined() ? static_cast<int64_t>(s.buffer.nbytes() + s.steps.nbytes()) : 0;
+  for (const auto& s : slots_)
+    bytes += s.buffer.defined() ? static_cast<int64_t>(s.buffer.nbytes() + s.steps.nbytes()) : 0;
   return bytes;
 }
 
