@@ -116,4 +116,14 @@ dense=$(last mirrored-2 comm_dense_bytes)
 sparse=$(last topk-10pct-2 comm_sparse_bytes)
 awk -v d="$dense" -v s="$sparse" 'BEGIN { exit !(d > 0 && s > 0.25 * d && s < 0.35 * d) }' ||
   fail "topk 10% sent $sparse bytes per step against mirrored's $dense, not about 30%"
+# gradcheck checks the out-of-tree plugin against the contract it declares: error feedback
+# conserved for every top-k row (exact_until(0) + error_feedback_conserves), 2 steps.
+"$prefix/bin/bertlab" gradcheck "$example/topk.toml" --plugin-dir "$tmp/topk-build" --steps 2 \
+  --output-dir "$tmp/gradcheck" >"$tmp/gradcheck.log" 2>&1 || {
+  cat "$tmp/gradcheck.log" >&2
+  fail "bertlab gradcheck topk.toml: a variant broke its contract"
+}
+grep -q '^| topk-10pct-2 | contract | exact_until(step 0) + error_feedback_conserves | error feedback [0-9.e+-]* |.*| PASS |$' \
+  "$tmp/gradcheck.log" || fail "gradcheck's row for topk-10pct-2 does not show its contract kept:
+$(grep '^|' "$tmp/gradcheck.log")"
 echo "[test-install] ok: installed SDK, example plugin built against it, variants ran: ${variants//$'\n'/ }"

@@ -273,6 +273,14 @@ TEST(EndToEndStrategies, ReplicasGiveTheSingleDeviceUpdateAndEmulationsDoNot) {
   EXPECT_LT(last("sparse-allgather-2")["comm_dense_bytes"].get<double>(), embedding_bytes);
   EXPECT_GT(last("sparse-allgather-2")["comm_sparse_bytes"].get<double>(), 0.0);
   EXPECT_EQ(last("single")["comm_dense_bytes"].get<double>(), 0.0);
+  // sparse_allgather says how it exchanged the embedding's rows: gathered, not densified.
+  const auto rows = last("sparse-allgather-2");
+  EXPECT_EQ(rows["strategy.sparse_exchanges"].get<double>(), 1.0);
+  EXPECT_EQ(rows["strategy.sparse_densified"].get<double>(), 0.0);
+  EXPECT_GT(rows["strategy.sparse_max_rows"].get<double>(), 0.0);
+  EXPECT_FALSE(last("mirrored-2").contains("strategy.sparse_exchanges"));
+  // Adam's two moments of every parameter, on each of mirrored's ranks.
+  EXPECT_GT(last("mirrored-2")["optimizer_state_bytes"].get<double>(), 2 * embedding_bytes);
   // Clipping by the norm of the stored rows clips harder than by the norm of the dense gradient.
   EXPECT_GT(std::abs(diff.at("uncoalesced-clip") - diff.at("coalesced-clip")), 1e-5);
 }
@@ -362,6 +370,14 @@ TEST(EndToEndGradcheck, TheStrategyContractsExperimentKeepsEveryContract) {
       << r.out;
   EXPECT_NE(r.out.find("gradients before step 2 differ from the reference"), std::string::npos)
       << r.out;
+  // report.html: the table, and a log-scale difference plot per variant but the reference.
+  const std::string html = read_file(dir.path() / "strategy-contracts/report.html");
+  EXPECT_NE(html.find("<h2>Contracts</h2>"), std::string::npos);
+  for (const auto& [name, row] : v.items()) {
+    EXPECT_EQ(html.find("id=\"diff-" + name + "\"") == std::string::npos, name == "single") << name;
+  }
+  EXPECT_NE(html.find("max |difference| (log scale)"), std::string::npos);
+  EXPECT_NE(html.find(">inf</text>"), std::string::npos);  // cast-before-divide-2's gradient
 }
 
 // A contract a strategy does not keep fails a variant that expects it.

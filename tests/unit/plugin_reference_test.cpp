@@ -55,6 +55,45 @@ TEST(PluginReference, DescribeAllShowsEveryComponentWithItsOptions) {
   EXPECT_NE(text.out.find(BERTLAB_BUILD_DIR), std::string::npos) << text.out;
 }
 
+// docs/strategy-contracts.md's table of the built-in strategies' contracts has a row for every
+// strategy `bertlab plugins` lists, and each row names the kind and the invariants that
+// `plugins --describe` prints for the default options.
+TEST(PluginReference, TheContractsTableInTheDocsMatchesDescribe) {
+  const std::string doc =
+      testing::read_file(fs::path(BERTLAB_SOURCE_DIR) / "docs" / "strategy-contracts.md");
+  int strategies = 0;
+  for (const auto& [kind, name] : listed_components()) {
+    if (kind != "strategy") continue;
+    ++strategies;
+    const std::string key = "\n| `" + name + "` | ";
+    const size_t at = doc.find(key);
+    ASSERT_NE(at, std::string::npos) << "docs/strategy-contracts.md has no row for " << name;
+    const std::string row = doc.substr(at + key.size(), doc.find('\n', at + 1) - at - key.size());
+    auto described = run_bertlab({"plugins", "--describe", name});
+    ASSERT_EQ(described.exit_code, 0) << described.err;
+    const size_t c = described.out.find("contract (docs/strategy-contracts.md):\n  ");
+    ASSERT_NE(c, std::string::npos) << described.out;
+    const size_t start = c + std::string("contract (docs/strategy-contracts.md):\n  ").size();
+    std::string summary =
+        described.out.substr(start, described.out.find(" (default", start) - start);
+    // "exact_until(step 0) + error_feedback_conserves": the kind, then each invariant.
+    std::istringstream parts(summary);
+    std::string part;
+    bool first = true;
+    while (std::getline(parts, part, '+')) {
+      part.erase(0, part.find_first_not_of(' '));
+      part = part.substr(0, part.find_first_of(" ("));
+      EXPECT_NE(row.find(part), std::string::npos)
+          << name << ": the docs say '" << row << "', describe '" << summary << "'";
+      if (first) {
+        EXPECT_EQ(row.rfind(part, 0), 0u) << name << ": the row should start with its kind";
+      }
+      first = false;
+    }
+  }
+  EXPECT_GE(strategies, 6);
+}
+
 TEST(PluginReference, DescribeNeedsANameOrAllAndAKnownFormat) {
   auto none = run_bertlab({"plugins", "--describe"});
   EXPECT_EQ(none.exit_code, 2);

@@ -115,6 +115,29 @@ TEST(SvgPlot, MissingValuesBreakTheLine) {
   EXPECT_EQ(count(empty, "<polyline"), 0u);
 }
 
+// gradcheck's difference plots: a log axis with a tick per power of ten, zero drawn at the
+// floor, and a non-finite value as a labelled marker on the top edge instead of a gap.
+TEST(SvgPlot, LogAxisFloorsZeroAndMarksNonFiniteValues) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  PlotOptions o;
+  o.log_y = true;
+  o.y_floor = 1e-12;
+  const std::string svg =
+      render_line_plot(o, {{"v", {1, 2, 3, 4, 5}, {0.0, 1e-7, 1e-3, inf, nan}}});
+  EXPECT_NE(svg.find(">1e-12</text>"), std::string::npos) << svg;  // the floor is on the axis
+  EXPECT_NE(svg.find(">1e-2</text>"), std::string::npos) << svg;   // above the largest, 1e-3
+  EXPECT_EQ(svg.find(">1e-14</text>"), std::string::npos) << svg;
+  EXPECT_EQ(count(svg, "<circle"), 3u);  // 0 (at the floor), 1e-7, 1e-3
+  EXPECT_EQ(count(svg, "<polyline"), 1u);
+  EXPECT_EQ(count(svg, ">inf</text>"), 1u);
+  EXPECT_EQ(count(svg, ">nan</text>"), 1u);
+  // Without log_y the same values give no decade ticks.
+  PlotOptions linear;
+  EXPECT_EQ(render_line_plot(linear, {{"v", {1, 2, 3}, {0.0, 1e-7, 1e-3}}}).find(">1e-12</text>"),
+            std::string::npos);
+}
+
 TEST(SvgPlot, BarChartHasABarPerVariantAndMetric) {
   const std::string svg =
       render_bar_chart({}, {"eval_accuracy", "f1"}, {{"a", {}, {0.5, 0.6}}, {"b", {}, {0.7, 0.8}}});

@@ -22,6 +22,8 @@
 #include <sstream>
 
 #include "commands/commands.h"
+#include "report/report.h"
+#include "report/svg_plot.h"
 #include "runtime/plugin_host.h"
 #include "runtime/process_rank.h"
 #include "train/runner.h"
@@ -39,6 +41,7 @@ struct Trace {
   std::set<std::string> sparse_names;                    // parameters with sparse gradients
   std::vector<double> losses;                            // [step]
   std::map<std::string, at::Tensor> params;
+  std::vector<std::map<std::string, at::Tensor>> step_params;  // [step] name → after the update
   std::vector<ContractMeasures> measures;  // [step] the contract's measures (with a contract)
   std::string stopped;                     // why training stopped early (a non-finite step)
 };
@@ -75,6 +78,14 @@ Trace record(const ResolvedExperiment& experiment, const ResolvedVariant& varian
     trace.grads.push_back(std::move(step));
   };
   hooks.on_loss = [&](int64_t, double loss) { trace.losses.push_back(loss); };
+  // For report.html's plots; the models gradcheck runs are small.
+  hooks.on_parameters = [&](int64_t, const std::vector<NamedTensor>& parameters) {
+    std::map<std::string, at::Tensor> step;
+    for (const auto& p : parameters) {
+      step[p.name] = p.tensor.detach().to(at::kCPU, at::kDouble).clone();
+    }
+    trace.step_params.push_back(std::move(step));
+  };
   try {
     VariantResult result = run_variant(experiment, variant, hooks);
     for (const auto& [name, t] : result.final_parameters) trace.params[name] = t.to(at::kDouble);
@@ -350,6 +361,7 @@ ContractCheck check_contract(const StrategyContract& c, const Trace& t, const Ro
       break;
     case ContractKind::kExactUntil: {
       const auto exact_steps = std::min<size_t>(steps, static_cast<size_t>(c.until_step));
+      if (exact_steps == 0) break;  // exact_until(0): no step is claimed exact
       check.measured.push_back(fmt::format(
           "{} max abs {}",
           exact_steps == 1 ? std::string("step 1") : fmt::format("steps 1–{}", exact_steps),
@@ -433,19 +445,25 @@ Row compare(const std::string& name, const ResolvedVariant& variant, const Trace
   return row;
 }
 
-std::string table_markdown(const ResolvedExperiment& experiment, const std::vector<Row>& rows,
-                           int64_t steps) {
-  std::string out = fmt::format(
-      "# {}: gradcheck\n\nReference `{}`, {} steps. Gradients are the replicas' average before "
-      "clipping, every step; parameters after the last step. Relative: the largest difference "
-      "over the largest reference magnitude. A match: every element within atol + rtol*|ref|. "
-      "`expect`: match (the reference), differ (breaks its strategy's contract, or without one "
-      "differs from the reference) or contract (keeps it); docs/strategy-contracts.md.\n\n",
-      experiment.name, experiment.reference, steps);
-  out +=
-      "| variant | expect | contract | measured | dense grad max abs | sparse grad max abs | grad "
-      "max rel | param max abs | param max rel | largest at | embedding grad ratio | result |\n"
-      "|---|---|---|---|---:|---:|---:|---:|---:|---|---:|---|\n";
+const std::vector<std::string>& table_header() {
+  static const std::vector<std::string> kHeader = {"variant",
+                                                   "expect",
+                                                   "contract",
+                                                   "measured",
+                                                   "dense grad max abs",
+                                                   "sparse grad max abs",
+                                                   "grad max rel",
+                                                   "param max abs",
+                                                   "param max rel",
+                                                   "largest at",
+                                                   "embedding grad ratio",
+                                                   "result"};
+  return kHeader;
+}
+
+/// The contracts table's cells, a row per variant (gradcheck.md and report.html).
+std::vector<std::vector<std::string>> table_cells(const std::vector<Row>& rows) {
+  std::vector<std::vector<std::string>> cells;
   for (const auto& r : rows) {
     const double grad_abs = std::max(r.dense_grad.max_abs, r.sparse_grad.max_abs);
     const double grad_ref = std::max(r.dense_grad.max_ref, r.sparse_grad.max_ref);
@@ -459,27 +477,158 @@ std::string table_markdown(const ResolvedExperiment& experiment, const std::vect
         result += ": likely " + r.causes.front();
       }
     }
-    out += fmt::format(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.variant, r.expect,
-        r.contract ? r.contract->summary() : "-",
-        r.check.measured.empty() ? "-" : fmt::format("{}", fmt::join(r.check.measured, "; ")),
-        sci(r.dense_grad.max_abs), sci(r.sparse_grad.max_abs), sci(grad_rel), sci(r.params.max_abs),
-        sci(r.params.max_rel), r.params.max_abs == 0 ? "-" : r.params.where,
-        std::isnan(r.embedding_ratio) ? "n/a" : fmt::format("{:.4f}", r.embedding_ratio), result);
+    cells.push_back(
+        {r.variant, r.expect, r.contract ? r.contract->summary() : "-",
+         r.check.measured.empty() ? "-" : fmt::format("{}", fmt::join(r.check.measured, "; ")),
+         sci(r.dense_grad.max_abs), sci(r.sparse_grad.max_abs), sci(grad_rel),
+         sci(r.params.max_abs), sci(r.params.max_rel), r.params.max_abs == 0 ? "-" : r.params.where,
+         std::isnan(r.embedding_ratio) ? "n/a" : fmt::format("{:.4f}", r.embedding_ratio), result});
   }
-  std::string notes;
+  return cells;
+}
+
+/// The notes below the table (Markdown, one per entry).
+std::vector<std::string> table_notes(const std::vector<Row>& rows) {
+  std::vector<std::string> notes;
   for (const auto& r : rows) {
-    if (!r.stopped.empty()) notes += fmt::format("- `{}` stopped: {}\n", r.variant, r.stopped);
+    if (!r.stopped.empty()) notes.push_back(fmt::format("`{}` stopped: {}", r.variant, r.stopped));
     if (r.contract && !r.check.broken.empty()) {
-      notes += fmt::format("- `{}` does not keep its contract ({}): {}.\n", r.variant,
-                           r.contract->summary(), fmt::join(r.check.broken, "; "));
+      notes.push_back(fmt::format("`{}` does not keep its contract ({}): {}.", r.variant,
+                                  r.contract->summary(), fmt::join(r.check.broken, "; ")));
     }
     if (r.causes.empty()) continue;
-    notes += fmt::format("- `{}`, besides the averaging, differs from the reference in: {}.\n",
-                         r.variant, fmt::join(r.causes, "; "));
+    notes.push_back(fmt::format("`{}`, besides the averaging, differs from the reference in: {}.",
+                                r.variant, fmt::join(r.causes, "; ")));
   }
-  if (!notes.empty()) out += "\nNotes:\n\n" + notes;
+  return notes;
+}
+
+std::string table_markdown(const ResolvedExperiment& experiment, const std::vector<Row>& rows,
+                           int64_t steps) {
+  std::string out = fmt::format(
+      "# {}: gradcheck\n\nReference `{}`, {} steps. Gradients are the replicas' average before "
+      "clipping, every step; parameters after the last step. Relative: the largest difference "
+      "over the largest reference magnitude. A match: every element within atol + rtol*|ref|. "
+      "`expect`: match (the reference), differ (breaks its strategy's contract, or without one "
+      "differs from the reference) or contract (keeps it); docs/strategy-contracts.md.\n\n",
+      experiment.name, experiment.reference, steps);
+  out += fmt::format("| {} |\n", fmt::join(table_header(), " | "));
+  out += "|---|---|---|---|---:|---:|---:|---:|---:|---|---:|---|\n";
+  for (const auto& row : table_cells(rows)) out += fmt::format("| {} |\n", fmt::join(row, " | "));
+  const std::vector<std::string> notes = table_notes(rows);
+  if (!notes.empty()) {
+    out += "\nNotes:\n\n";
+    for (const auto& n : notes) out += "- " + n + "\n";
+  }
   return out;
+}
+
+// report.html: the table and, per variant, its differences from the reference against step.
+
+/// Differences of zero (identical values) are drawn at this floor of the log axis.
+constexpr double kPlotFloor = 1e-12;
+
+/// The largest |a − b| over the tensors of `a` that `b` has too (NaN wins).
+double max_abs_difference(const std::map<std::string, at::Tensor>& a,
+                          const std::map<std::string, at::Tensor>& b) {
+  double worst = 0.0;
+  for (const auto& [name, t] : a) {
+    const auto it = b.find(name);
+    if (it == b.end() || !t.sizes().equals(it->second.sizes()) || t.numel() == 0) continue;
+    const double d = (t - it->second).abs().max().item<double>();
+    if (!std::isnan(worst) && (std::isnan(d) || d > worst)) worst = d;
+  }
+  return worst;
+}
+
+/// Per step (1, 2, ...) the largest absolute difference of `mine` from `theirs`.
+PlotSeries difference_series(const std::string& name,
+                             const std::vector<std::map<std::string, at::Tensor>>& mine,
+                             const std::vector<std::map<std::string, at::Tensor>>& theirs) {
+  PlotSeries s;
+  s.name = name;
+  for (size_t i = 0; i < std::min(mine.size(), theirs.size()); ++i) {
+    s.x.push_back(static_cast<double>(i + 1));
+    s.y.push_back(max_abs_difference(mine[i], theirs[i]));
+  }
+  return s;
+}
+
+/// Markdown text as HTML: escaped, `code` spans as <code>.
+std::string markdown_code_html(const std::string& text) {
+  std::string out;
+  bool open = false;
+  for (char c : xml_escape(text)) {
+    if (c == '`') {
+      out += open ? "</code>" : "<code>";
+      open = !open;
+    } else {
+      out += c;
+    }
+  }
+  return open ? out + "</code>" : out;
+}
+
+/// One variant's plot of its differences from the reference, with a caption saying how to
+/// read what it shows.
+std::string difference_plot_html(const std::string& name, const Trace& t, const Trace& ref,
+                                 const std::string& reference) {
+  const std::vector<PlotSeries> series = {
+      difference_series("averaged gradient", t.grads, ref.grads),
+      difference_series("parameters", t.step_params, ref.step_params)};
+  PlotOptions options;
+  options.title = fmt::format("{} against {}", name, reference);
+  options.x_label = "step";
+  options.y_label = "max |difference| (log scale)";
+  options.log_y = true;
+  options.y_floor = kPlotFloor;
+  bool floored = false, non_finite = false;
+  for (const auto& s : series) {
+    for (double y : s.y) {
+      non_finite = non_finite || !std::isfinite(y);
+      floored = floored || y < kPlotFloor;
+    }
+  }
+  std::string caption = fmt::format(
+      "Largest absolute difference from <code>{}</code> at each step: the averaged gradient "
+      "(before clipping) and the parameters after the update.",
+      xml_escape(reference));
+  if (floored) {
+    caption += fmt::format(" Differences below {:g} (zero: identical values) are drawn at {:g}.",
+                           kPlotFloor, kPlotFloor);
+  }
+  if (non_finite) caption += " An infinite or NaN difference is a triangle on the top edge.";
+  if (!t.stopped.empty()) caption += " Training stopped early: " + xml_escape(t.stopped);
+  return fmt::format("<div class=\"plot\" id=\"{}\">\n{}<p class=\"meta\">{}</p>\n</div>\n",
+                     xml_escape("diff-" + name), render_line_plot(options, series), caption);
+}
+
+/// report.html: the contracts table with its notes, then a plot per variant but the reference.
+std::string report_page(const ResolvedExperiment& experiment, const std::vector<Row>& rows,
+                        int64_t steps, const std::map<std::string, Trace>& traces) {
+  std::string out = html_page_start(experiment.name + ": bertlab gradcheck");
+  out += fmt::format("<h1>{}: gradcheck</h1>\n", xml_escape(experiment.name));
+  out += fmt::format(
+      "<p class=\"meta\">Reference variant: <code>{}</code>, {} steps. Experiment file: "
+      "<code>{}</code>. See docs/strategy-contracts.md.</p>\n",
+      xml_escape(experiment.reference), steps, xml_escape(experiment.file.string()));
+  out += "<h2>Contracts</h2>\n" + html_table(table_header(), table_cells(rows));
+  const std::vector<std::string> notes = table_notes(rows);
+  if (!notes.empty()) {
+    out += "<p>Notes:</p>\n<ul>\n";
+    for (const auto& n : notes) out += "<li>" + markdown_code_html(n) + "</li>\n";
+    out += "</ul>\n";
+  }
+  out +=
+      "<h2>Differences from the reference</h2>\n<p>A difference that stays near 1e-7 of the "
+      "values is float32 rounding (another summation order); one that stays bounded is an "
+      "approximation; one that grows step after step is another update.</p>\n";
+  const Trace& ref = traces.at(experiment.reference);
+  for (const auto& r : rows) {
+    if (r.variant == experiment.reference) continue;
+    out += difference_plot_html(r.variant, traces.at(r.variant), ref, experiment.reference);
+  }
+  return out + "</body>\n</html>\n";
 }
 
 nlohmann::ordered_json difference_json(const Difference& d) {
@@ -626,15 +775,17 @@ nlohmann::ordered_json rows_json(const ResolvedExperiment& experiment, const std
   return json;
 }
 
-/// Writes gradcheck.md and gradcheck.json and prints the table.
-void write_report(const ResolvedExperiment& experiment, const std::vector<Row>& rows,
-                  int64_t steps) {
+/// Writes gradcheck.md, gradcheck.json and report.html and prints the table.
+void write_report(const ResolvedExperiment& experiment, const std::vector<Row>& rows, int64_t steps,
+                  const std::map<std::string, Trace>& traces) {
   const fs::path dir = experiment.output_dir / experiment.name;
   const std::string md = table_markdown(experiment, rows, steps);
   write_file_atomic(dir / "gradcheck.md", md);
   write_file_atomic(dir / "gradcheck.json", rows_json(experiment, rows, steps).dump(2) + "\n");
-  std::cout << md << "\nWritten to " << (dir / "gradcheck.md").string() << " and "
-            << (dir / "gradcheck.json").string() << "\n";
+  write_file_atomic(dir / "report.html", report_page(experiment, rows, steps, traces));
+  std::cout << md << "\nWritten to " << (dir / "gradcheck.md").string() << ", "
+            << (dir / "gradcheck.json").string() << " and " << (dir / "report.html").string()
+            << "\n";
 }
 
 /// Whether the run's numbers match the baseline file's (printing each difference).
@@ -682,7 +833,7 @@ int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& 
   for (const auto& v : experiment.variants) {
     rows.push_back(compare(v.name, v, traces.at(v.name), ref_it->second, causes[v.name]));
   }
-  write_report(experiment, rows, options.steps);
+  write_report(experiment, rows, options.steps, traces);
 
   nlohmann::ordered_json numbers;
   for (const auto& v : experiment.variants) numbers[v.name] = baseline_entry(traces.at(v.name));
@@ -733,7 +884,7 @@ Command define_gradcheck_command(CommandLine& parent, PluginOptions& plugins) {
   add_experiment_args(command, args->experiment, "check");
   command.option("--steps", args->steps, "optimizer steps per variant (default 3)");
   command.option("--output-dir", args->experiment.output_dir,
-                 "folder for gradcheck.md and gradcheck.json");
+                 "folder for gradcheck.md, gradcheck.json and report.html");
   command.option("--save-baseline", args->save_baseline,
                  "write per-step gradient norms, losses and parameter checksums here");
   command.option("--baseline", args->baseline, "fail when the numbers differ from this file");

@@ -65,6 +65,15 @@ bool looks_numeric(const std::string& s) {
          (std::isdigit(static_cast<unsigned char>(s[0])) || s[0] == '-' || s == "nan");
 }
 
+}  // namespace
+
+std::string html_page_start(const std::string& title) {
+  std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  out += fmt::format("<title>{}</title>\n", xml_escape(title));
+  out += kStyle;
+  return out + "</head>\n<body>\n";
+}
+
 std::string html_table(const std::vector<std::string>& header,
                        const std::vector<std::vector<std::string>>& rows) {
   std::string out = "<table>\n<tr>";
@@ -80,8 +89,6 @@ std::string html_table(const std::vector<std::string>& header,
   }
   return out + "</table>\n";
 }
-
-}  // namespace
 
 std::vector<ReportPlot> report_plots(const std::vector<std::string>& labels,
                                      const std::vector<VariantOutputs>& outputs) {
@@ -129,10 +136,7 @@ std::string report_html(const ResolvedExperiment& experiment, const ComparisonTa
                         const std::vector<std::string>& labels,
                         const std::vector<VariantOutputs>& outputs,
                         const std::vector<ReportPlot>& plots) {
-  std::string out = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
-  out += fmt::format("<title>{}: bertlab report</title>\n", xml_escape(experiment.name));
-  out += kStyle;
-  out += "</head>\n<body>\n";
+  std::string out = html_page_start(experiment.name + ": bertlab report");
   out += fmt::format("<h1>{}: comparison</h1>\n", xml_escape(experiment.name));
   out += fmt::format(
       "<p class=\"meta\">Reference variant: <code>{}</code>. Experiment file: "

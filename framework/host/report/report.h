@@ -12,6 +12,14 @@
 
 namespace bertlab {
 
+/// The start of a report page, up to and including <body>: `title` and the shared CSS (inline).
+std::string html_page_start(const std::string& title);
+
+/// An HTML table in the report style; a cell after the first that looks like a number is
+/// right-aligned. Every text is escaped.
+std::string html_table(const std::vector<std::string>& header,
+                       const std::vector<std::vector<std::string>>& rows);
+
 /// One chart of the report.
 struct ReportPlot {
   std::string file;   ///< relative to the experiment folder: plots/NAME.svg

@@ -53,9 +53,10 @@ std::string svg_open(const PlotOptions& o) {
       xml_escape(o.title));
 }
 
-/// Grid lines, tick labels, the axis frame and the axis labels.
+/// Grid lines, tick labels, the axis frame and the axis labels. With `log_y` the y ticks are
+/// exponents of ten.
 std::string axes(const PlotOptions& o, const Frame& f, const std::vector<double>& xt,
-                 const std::vector<double>& yt, bool x_ticks) {
+                 const std::vector<double>& yt, bool x_ticks, bool log_y) {
   std::string out;
   const double ys = yt.size() > 1 ? yt[1] - yt[0] : 1.0;
   for (double y : yt) {
@@ -63,7 +64,7 @@ std::string axes(const PlotOptions& o, const Frame& f, const std::vector<double>
         "<line x1=\"{0}\" y1=\"{1}\" x2=\"{2}\" y2=\"{1}\" stroke=\"#e0e0e0\"/>"
         "<text x=\"{3}\" y=\"{4}\" text-anchor=\"end\">{5}</text>\n",
         number(f.left), number(f.py(y)), number(f.right), number(f.left - 6), number(f.py(y) + 4),
-        xml_escape(format_tick(y, ys)));
+        xml_escape(log_y ? fmt::format("1e{}", std::lround(y)) : format_tick(y, ys)));
   }
   if (x_ticks) {
     const double xs = xt.size() > 1 ? xt[1] - xt[0] : 1.0;
@@ -116,6 +117,37 @@ std::string legend(const PlotOptions& o, const std::vector<PlotSeries>& series, 
                        xml_escape(series[i].name));
   }
   return out;
+}
+
+/// Where a line plot draws value y on its y axis: y itself, or with log_y its base-10
+/// logarithm, no lower than y_floor's. NaN for a value not drawn on the axis (non-finite).
+double axis_y(const PlotOptions& o, double y) {
+  if (!o.log_y) return y;
+  if (!std::isfinite(y)) return std::numeric_limits<double>::quiet_NaN();
+  const double floor = o.y_floor > 0 && std::isfinite(o.y_floor) ? o.y_floor : 1e-12;
+  return std::log10(std::max(y, floor));
+}
+
+/// Powers of ten (their exponents) covering [lo, hi] (exponents), about eight at most.
+std::vector<double> decade_ticks(double lo, double hi) {
+  const double first = std::floor(lo);
+  const double last = std::max(std::ceil(hi), first + 1);
+  const double step = std::max(1.0, std::ceil((last - first) / 8));
+  std::vector<double> ticks = {first};
+  while (ticks.back() < last) ticks.push_back(ticks.back() + step);
+  return ticks;
+}
+
+/// A non-finite value of series k on a log plot: a triangle on the top edge, labelled.
+std::string non_finite_marker(const Frame& f, double x, double y, size_t k) {
+  const double px = f.px(x);
+  const char* colour = series_colour(k);
+  return fmt::format(
+      "<path d=\"M{0},{1} L{2},{3} L{4},{3} Z\" fill=\"{5}\"/>"
+      "<text x=\"{6}\" y=\"{7}\" font-size=\"10\" fill=\"{5}\">{8}</text>\n",
+      number(px), number(f.top + 6), number(px - 4), number(f.top - 2), number(px + 4), colour,
+      number(px + 6), number(f.top + 12 + 11 * static_cast<double>(k)),
+      std::isnan(y) ? "nan" : "inf");
 }
 
 Frame frame_for(const PlotOptions& o, const std::vector<double>& xt,
@@ -211,24 +243,31 @@ std::string render_line_plot(const PlotOptions& o, const std::vector<PlotSeries>
   Range xr, yr;
   for (const auto& s : series) {
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) continue;
+      const double y = axis_y(o, s.y[i]);
+      // A log plot marks non-finite values at their x.
+      if (o.log_y && std::isfinite(s.x[i])) xr.add(s.x[i]);
+      if (!std::isfinite(s.x[i]) || !std::isfinite(y)) continue;
       xr.add(s.x[i]);
-      yr.add(s.y[i]);
+      yr.add(y);
     }
   }
   std::string out = svg_open(o);
   if (xr.empty()) {
     const std::vector<double> unit = {0.0, 1.0};
-    out += axes(o, frame_for(o, unit, unit), unit, {}, false);
+    out += axes(o, frame_for(o, unit, unit), unit, {}, false, false);
     out +=
         fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#888\">no data</text>\n",
                     number(kLeft + (o.width - kLeft - kRight) / 2), number(o.height / 2.0));
     return out + legend(o, series, true) + "</svg>\n";
   }
+  if (yr.empty()) {  // a log plot of non-finite values only
+    yr.add(axis_y(o, 0.0));
+    yr.add(0.0);
+  }
   const std::vector<double> xt = nice_ticks(xr.lo, xr.hi, 8);
-  const std::vector<double> yt = nice_ticks(yr.lo, yr.hi, 5);
+  const std::vector<double> yt = o.log_y ? decade_ticks(yr.lo, yr.hi) : nice_ticks(yr.lo, yr.hi, 5);
   const Frame f = frame_for(o, xt, yt);
-  out += axes(o, f, xt, yt, true);
+  out += axes(o, f, xt, yt, true, o.log_y);
   for (size_t k = 0; k < series.size(); ++k) {
     const auto& s = series[k];
     const char* colour = series_colour(k);
@@ -246,16 +285,18 @@ std::string render_line_plot(const PlotOptions& o, const std::vector<PlotSeries>
       in_line = 0;
     };
     for (size_t i = 0; i < n; ++i) {
-      if (!std::isfinite(s.x[i]) || !std::isfinite(s.y[i])) {
+      const double y = axis_y(o, s.y[i]);
+      if (!std::isfinite(s.x[i]) || !std::isfinite(y)) {
         flush();
+        if (o.log_y && std::isfinite(s.x[i])) out += non_finite_marker(f, s.x[i], s.y[i], k);
         continue;
       }
-      points += fmt::format("{}{},{}", points.empty() ? "" : " ", number(f.px(s.x[i])),
-                            number(f.py(s.y[i])));
+      points +=
+          fmt::format("{}{},{}", points.empty() ? "" : " ", number(f.px(s.x[i])), number(f.py(y)));
       ++in_line;
       if (n <= 40) {
         out += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"{}\"/>\n",
-                           number(f.px(s.x[i])), number(f.py(s.y[i])), colour);
+                           number(f.px(s.x[i])), number(f.py(y)), colour);
       }
     }
     flush();
@@ -274,7 +315,7 @@ std::string render_bar_chart(const PlotOptions& o, const std::vector<std::string
   const std::vector<double> unit = {0.0, 1.0};
   Frame f = frame_for(o, unit, yt);
   std::string out = svg_open(o);
-  out += axes(o, f, {}, yt, false);
+  out += axes(o, f, {}, yt, false, false);
   const double group =
       (f.right - f.left) / static_cast<double>(std::max<size_t>(1, categories.size()));
   const double bar = group * 0.8 / static_cast<double>(std::max<size_t>(1, series.size()));

@@ -22,9 +22,15 @@ struct PlotOptions {
   std::string y_label;  ///< beside the y axis
   int width = 720;      ///< pixels
   int height = 360;     ///< pixels
+  /// Line plots: a base-10 logarithmic y axis, a tick at each power of ten. A value below
+  /// `y_floor` (zero among them) is drawn at y_floor; an infinite or NaN value as a marker on
+  /// the top edge labelled "inf" or "nan".
+  bool log_y = false;
+  double y_floor = 1e-12;  ///< with log_y: the smallest value drawn
 };
 
-/// The SVG document of a line plot of every series on the same axes, with ticks and a legend.
+/// The SVG document of a line plot of every series on the same axes, with ticks and a legend
+/// (linear axes, or a logarithmic y axis with `options.log_y`).
 std::string render_line_plot(const PlotOptions& options, const std::vector<PlotSeries>& series);
 
 /// One group per category, one bar per series in it (series[i].y[c] is series i's value in

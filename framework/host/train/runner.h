@@ -6,6 +6,7 @@
 #include "runtime/plugin_host.h"
 #include "train/contract_probe.h"
 
+#include <bertlab/optimizer.h>
 #include <bertlab/task.h>
 
 #include <filesystem>
@@ -32,6 +33,9 @@ struct RunHooks {
   /// receives each step's measures, the worst over the ranks.
   bool probe_contract = false;
   std::function<void(int64_t step, const ContractMeasures& measures)> on_contract;
+  /// Rank 0, every step: the model's parameters right after the step's update (live tensors:
+  /// copy what is kept).
+  std::function<void(int64_t step, const std::vector<NamedTensor>& parameters)> on_parameters;
 };
 
 /// Trains and evaluates one variant; writes resolved.toml, metrics.jsonl, eval_results.json.

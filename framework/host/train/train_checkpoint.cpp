@@ -154,6 +154,9 @@ void write_checkpoint_files(const fs::path& dir, const TrainState& state,
   j["step"] = state.step;
   j["window_loss"] = state.window_loss;
   j["window_steps"] = state.window_steps;
+  j["window_all"] = state.window_all;
+  j["window_dense_bytes"] = state.window_dense_bytes;
+  j["window_sparse_bytes"] = state.window_sparse_bytes;
   j["skipped_steps"] = state.skipped_steps;
   j["loss_scale"] = state.loss_scale;
   j["loss_scale_growth_tracker"] = state.loss_scale_growth_tracker;
@@ -242,6 +245,10 @@ TrainCheckpoint load_train_checkpoint(const fs::path& dir) {
     ckpt.state.step = j.at("step").get<int64_t>();
     ckpt.state.window_loss = j.at("window_loss").get<double>();
     ckpt.state.window_steps = j.at("window_steps").get<int64_t>();
+    // Absent from checkpoints written before 2026-12-06: the window's steps without skips.
+    ckpt.state.window_all = j.value("window_all", ckpt.state.window_steps);
+    ckpt.state.window_dense_bytes = j.value("window_dense_bytes", int64_t{0});
+    ckpt.state.window_sparse_bytes = j.value("window_sparse_bytes", int64_t{0});
     ckpt.state.skipped_steps = j.value("skipped_steps", int64_t{0});
     ckpt.state.loss_scale = j.value("loss_scale", 1.0);
     ckpt.state.loss_scale_growth_tracker = j.value("loss_scale_growth_tracker", int64_t{0});

@@ -33,9 +33,13 @@ class Optimizer;
 
 /// The training loop's state after `step` optimizer steps, besides the tensors.
 struct TrainState {
-  int64_t step = 0;            ///< optimizer steps done; the batch order resumes after them
-  double window_loss = 0.0;    ///< sum of step losses in the open logging window
-  int64_t window_steps = 0;    ///< steps in the open logging window
+  int64_t step = 0;          ///< optimizer steps done; the batch order resumes after them
+  double window_loss = 0.0;  ///< sum of step losses in the open logging window
+  int64_t window_steps = 0;  ///< steps in the open logging window
+  /// The open window's steps including skipped ones, and its collective payload so far (the
+  /// means in its metrics.jsonl line cover the whole window after a resume).
+  int64_t window_all = 0;
+  int64_t window_dense_bytes = 0, window_sparse_bytes = 0;
   int64_t skipped_steps = 0;   ///< updates skipped for a non-finite loss or gradient
   double final_loss = 0.0;     ///< the last logged mean loss
   double train_seconds = 0.0;  ///< training time spent before this checkpoint

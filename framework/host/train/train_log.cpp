@@ -40,6 +40,9 @@ TrainLog::TrainLog(Setup setup, const TrainState* resume, int64_t first_step)
     lines_ = resume->metrics_lines;
     window_loss_ = resume->window_loss;
     window_steps_ = resume->window_steps;
+    window_all_ = resume->window_all;
+    dense_bytes_ = resume->window_dense_bytes;
+    sparse_bytes_ = resume->window_sparse_bytes;
     skipped_steps_ = resume->skipped_steps;
     final_loss_ = resume->final_loss;
   }
@@ -71,6 +74,7 @@ void TrainLog::record(int64_t step, const StepResult& r, double data_s) {
                 skipped_steps_);
   }
   ++window_all_;
+  ++window_here_;
   if (r.finite) {
     window_loss_ += r.loss;
     ++window_steps_;
@@ -93,7 +97,8 @@ void TrainLog::write_step(int64_t step, const StepResult& r, double loss_scale) 
                                    : std::numeric_limits<double>::quiet_NaN();
   line["learning_rate"] = r.stats.learning_rate;
   line["grad_norm"] = r.stats.grad_norm;
-  line["examples_per_second"] = static_cast<double>(window_all_) * batch / std::max(window_s, 1e-9);
+  line["examples_per_second"] =
+      static_cast<double>(window_here_) * batch / std::max(window_s, 1e-9);
   line["elapsed_s"] = seconds_since(setup_.run_start);
   const double n = static_cast<double>(std::max<int64_t>(window_all_, 1));
   line["data_s"] = data_s_ / n;
@@ -105,6 +110,7 @@ void TrainLog::write_step(int64_t step, const StepResult& r, double loss_scale) 
   if (loss_scale > 0) line["loss_scale"] = loss_scale;
   line["comm_sparse_bytes"] = static_cast<double>(sparse_bytes_) / n;
   line["optimizer_state_bytes"] = setup_.optimizer_state_bytes;
+  for (const auto& [name, value] : r.strategy_metrics) line["strategy." + name] = value;
   if (setup_.overlap) {
     // Per step: the buckets all-reduced, and those started while backward still ran.
     line["overlap_buckets"] = static_cast<double>(overlap_buckets_) / n;
@@ -122,6 +128,7 @@ void TrainLog::write_step(int64_t step, const StepResult& r, double loss_scale) 
   window_loss_ = 0.0;
   window_steps_ = 0;
   window_all_ = 0;
+  window_here_ = 0;
   data_s_ = compute_s_ = comm_s_ = optimizer_s_ = 0;
   dense_bytes_ = sparse_bytes_ = 0;
   overlap_buckets_ = overlap_buckets_in_backward_ = 0;
@@ -139,6 +146,9 @@ void TrainLog::abandon() { out_.reset(); }
 void TrainLog::fill(TrainState& state) const {
   state.window_loss = window_loss_;
   state.window_steps = window_steps_;
+  state.window_all = window_all_;
+  state.window_dense_bytes = dense_bytes_;
+  state.window_sparse_bytes = sparse_bytes_;
   state.skipped_steps = skipped_steps_;
   state.final_loss = final_loss_;
   state.metrics_lines = lines_;

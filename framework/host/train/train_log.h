@@ -64,7 +64,8 @@ class TrainLog {
   std::chrono::steady_clock::time_point window_start_;
   double window_loss_ = 0.0;
   int64_t window_steps_ = 0;  ///< steps of the logging window with a finite loss
-  int64_t window_all_ = 0;    ///< all steps of the logging window run here
+  int64_t window_all_ = 0;    ///< all steps of the logging window (before a resume too)
+  int64_t window_here_ = 0;   ///< the window's steps run in this process (for examples/s)
   int64_t skipped_steps_ = 0;
   double final_loss_ = 0.0;
   /// Per-step sums over the window: time by phase, this rank's collective payload.

@@ -258,6 +258,7 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     if (rank == 0 && c->probe && loop.hooks->on_contract) {
       loop.hooks->on_contract(step, r.measures);
     }
+    if (rank == 0 && loop.hooks->on_parameters) loop.hooks->on_parameters(step, ctx.parameters);
     // Between a local-SGD strategy's synchronisations the replicas differ by design.
     if (comm.world_size() > 1 && r.synced &&
         ((step + 1) % check_every == 0 || step + 1 == loop.stop_after)) {

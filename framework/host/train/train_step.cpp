@@ -157,6 +157,7 @@ StepResult train_step(const StepContext& ctx, const std::vector<Batch>& micro_ba
   }
   if (ctx.probe != nullptr) ctx.probe->before_reduce(grads, *ctx.comm);
   ctx.strategy->reduce_gradients(grads, *ctx.comm);
+  r.strategy_metrics = ctx.strategy->step_metrics();
   if (ctx.probe != nullptr) ctx.probe->after_reduce(grads, *ctx.strategy, *ctx.comm);
   // Scaled losses give scaled gradients; the optimizer (and its clipping) sees true ones.
   const double step_scale = ctx.scaler->scale();

@@ -65,6 +65,8 @@ struct StepResult {
   OverlapStats overlap;
   bool synced = true;         ///< the parameters are the same on every rank after the step
   ContractMeasures measures;  ///< with a ContractProbe: what it measured
+  /// Strategy::step_metrics() of this rank after its reduce_gradients.
+  std::vector<std::pair<std::string, double>> strategy_metrics;
 };
 
 /// Takes step `step` (0-based) on `micro_batches`, this rank's share of each micro-batch.

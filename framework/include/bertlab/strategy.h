@@ -128,6 +128,10 @@ class Strategy {
     (void)grads;
     (void)comm;
   }
+  /// Numbers about this rank's last reduce_gradients for metrics.jsonl: rank 0's appear in each
+  /// line as "strategy.NAME" (the values of the line's last step), e.g. how sparse_allgather
+  /// exchanged its sparse gradients.
+  virtual std::vector<std::pair<std::string, double>> step_metrics() const { return {}; }
 };
 
 }  // namespace bertlab

@@ -179,6 +179,18 @@ void SparseAllgatherStrategy::exchange(GradientEntry& entry, Communicator& comm)
   last_exchanges_.push_back(std::move(record));
 }
 
+std::vector<std::pair<std::string, double>> SparseAllgatherStrategy::step_metrics() const {
+  if (last_exchanges_.empty()) return {};
+  double densified = 0, max_rows = 0;
+  for (const auto& e : last_exchanges_) {
+    if (e.dense) ++densified;
+    max_rows = std::max(max_rows, static_cast<double>(e.max_rows));
+  }
+  return {{"sparse_exchanges", static_cast<double>(last_exchanges_.size())},
+          {"sparse_densified", densified},
+          {"sparse_max_rows", max_rows}};
+}
+
 void SparseAllgatherStrategy::reduce_gradients(GradientSet& grads, Communicator& comm) {
   last_exchanges_.clear();
   all_reduce_mean_dense(grads, comm, options_.bucket_mb);

@@ -80,6 +80,10 @@ class SparseAllgatherStrategy final : public Strategy {
   std::string last_exchange() const;
   /// The last step's exchange per sparse gradient, in GradientSet order.
   const std::vector<SparseExchange>& last_exchanges() const { return last_exchanges_; }
+  /// For metrics.jsonl: sparse_exchanges (sparse gradients exchanged), sparse_densified (of them,
+  /// densified and all-reduced: dense_fallback chose the table), sparse_max_rows (the most rows
+  /// a rank had, the cost model's nnz).
+  std::vector<std::pair<std::string, double>> step_metrics() const override;
 
  private:
   /// Averages one sparse entry over the ranks (as options_.emulate says) and records how.
