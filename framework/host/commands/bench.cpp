@@ -63,19 +63,27 @@ void add_step_training(CommandLine& c, StepBenchOptions& o) {
            "per_example (default), replica, or both: one line per mode");
 }
 
+/// The benchmark `c` with the plugin flags; its action loads the plugins and runs
+/// `bench(host, *o)`.
+template <class Options>
+Command with_plugins(CommandLine& c, const std::shared_ptr<Options>& o, PluginOptions& plugins,
+                     int (*bench)(const PluginHost&, const Options&)) {
+  add_plugin_options(c, plugins);
+  return {c, [o, &plugins, bench] {
+            return with_plugin_host([&](PluginHost& host) -> int {
+              load_plugins(host, plugins);
+              return bench(host, *o);
+            });
+          }};
+}
+
 Command define_step(CommandLine& bench, PluginOptions& plugins) {
   auto o = std::make_shared<StepBenchOptions>();
   CommandLine c = bench.subcommand(
       "step", "a BERT training step (SQuAD span head, random ids): time by phase, tokens/s, RSS");
   add_step_shape(c, *o);
   add_step_training(c, *o);
-  add_plugin_options(c, plugins);
-  return {c, [o, &plugins] {
-            return with_plugin_host([&](PluginHost& host) -> int {
-              load_plugins(host, plugins);
-              return bench_step(host, *o);
-            });
-          }};
+  return with_plugins(c, o, plugins, bench_step);
 }
 
 Command define_exchange(CommandLine& bench, PluginOptions& plugins) {
@@ -93,13 +101,7 @@ Command define_exchange(CommandLine& bench, PluginOptions& plugins) {
   c.flag("--sparse-embeddings", o->sparse_embeddings,
          "the gradient as sparse rows, one per token (default: the dense table)");
   c.option("--steps", o->steps, "exchanges; the last one's bytes are reported (default 3)");
-  add_plugin_options(c, plugins);
-  return {c, [o, &plugins] {
-            return with_plugin_host([&](PluginHost& host) -> int {
-              load_plugins(host, plugins);
-              return bench_exchange(host, *o);
-            });
-          }};
+  return with_plugins(c, o, plugins, bench_exchange);
 }
 
 Command define_tokenize(CommandLine& bench) {
