@@ -63,6 +63,14 @@ at::Tensor mean_over_ranks(const at::Tensor& flat, Communicator& comm,
 
 }  // namespace
 
+WireFormat parse_compression(const std::string& value) {
+  if (value == "none") return WireFormat::kFloat32;
+  if (value == "fp16") return WireFormat::kFloat16;
+  if (value == "bf16") return WireFormat::kBFloat16;
+  throw ConfigError(
+      fmt::format("[strategy] compression = \"{}\": use \"none\", \"fp16\" or \"bf16\"", value));
+}
+
 void all_reduce_mean_dense(GradientSet& grads, Communicator& comm,
                            const DenseReduceOptions& options) {
   if (comm.world_size() == 1) return;

@@ -356,6 +356,16 @@ TEST(EndToEndGradcheck, TheStrategyContractsExperimentKeepsEveryContract) {
   EXPECT_GT(v["powersgd-residual-from-average-2"]["contract"]["error_feedback"].get<double>(),
             1e-3);
   EXPECT_GT(v["local-sgd-own-rank-first-4"]["contract"]["sync_difference"].get<double>(), 0.0);
+  // PyTorch #61814's divide_after: the fix's bits in float32 and bfloat16 with 4 replicas; with
+  // float16 at the same loss scale as the fixed row, the rows' sum (only it) overflows.
+  EXPECT_TRUE(v["divide-after-4"]["contract"]["holds"].get<bool>());
+  EXPECT_EQ(v["divide-after-4"]["sparse_grad"], v["sparse-allgather-4"]["sparse_grad"]);
+  EXPECT_TRUE(v["divide-after-bf16-4"]["contract"]["holds"].get<bool>());
+  EXPECT_EQ(v["divide-after-bf16-4"]["sparse_grad"], v["sparse-allgather-bf16-4"]["sparse_grad"]);
+  EXPECT_TRUE(v["sparse-allgather-fp16-4-scaled"]["contract"]["holds"].get<bool>());
+  EXPECT_FALSE(v["divide-after-fp16-4-scaled"]["contract"]["holds"].get<bool>());
+  EXPECT_TRUE(v["divide-after-fp16-4-scaled"]["sparse_grad"]["max_abs"].is_null());  // inf
+  EXPECT_TRUE(v["divide-after-fp16-4-scaled"]["dense_grad"]["max_abs"].is_number());
   EXPECT_FALSE(v["local-sgd-4-replica-dropout"]["contract"]["holds"].get<bool>());
   // zero1: exact, and each rank's state within one parameter's of 1/N; unsharded: not.
   EXPECT_TRUE(v["zero1-4"]["params"]["close"].get<bool>());

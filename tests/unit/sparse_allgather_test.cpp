@@ -6,7 +6,9 @@
 // stay rows.
 
 #include <ATen/ATen.h>
+#include <bertlab/collectives.h>
 #include <bertlab/communicator.h>
+#include <bertlab/error.h>
 #include <bertlab/grad.h>
 #include <bertlab/strategy.h>
 #include <gtest/gtest.h>
@@ -122,10 +124,12 @@ std::vector<RankResult> reduce(const SparseAllgatherOptions& options,
   return out;
 }
 
-SparseAllgatherOptions with(DenseFallback fallback, Emulation emulate = Emulation::kNone) {
+SparseAllgatherOptions with(DenseFallback fallback, Emulation emulate = Emulation::kNone,
+                            WireFormat wire = WireFormat::kFloat32) {
   SparseAllgatherOptions o;
   o.dense_fallback = fallback;
   o.emulate = emulate;
+  o.wire = wire;
   return o;
 }
 
@@ -300,6 +304,108 @@ TEST(SparseAllgather, DivideAfterDiffersOnlyAtOverflowAndUnderflow) {
             0.f);
   EXPECT_EQ(reduce(after, both_ranks(tiny))[0].grads.entries()[0].to_dense()[0][0].item<float>(),
             tiny);
+}
+
+/// V = 2, H = 1: rank 0 has rows 0 and 1 (3 and 5), rank 1 row 0 (2 + 2^-6).
+GradientSet wire_rows(int rank) {
+  if (rank == 0) return sparse_gradient({2, 1}, {0, 1}, at::tensor({3.f, 5.f}));
+  return sparse_gradient({2, 1}, {0}, at::tensor({2.f + 1.f / 64}));
+}
+
+// By hand, N = 2. Row 0's shares are 1.5 and 1 + 2^-7, exact in both 16-bit types; their sum
+// 2.5 + 2^-7 is exact in float16 (spacing 2^-9 in [2, 4)) and a tie in bfloat16 (spacing 2^-6),
+// which rounds to the even 2.5. Row 1, on rank 0 only, is 2.5 in both.
+TEST(SparseAllgather, CompressedRowsAreSummedAsTheirWireTypeAddsByHand) {
+  const auto fp16 =
+      reduce(with(DenseFallback::kNever, Emulation::kNone, WireFormat::kFloat16), wire_rows);
+  const auto bf16 =
+      reduce(with(DenseFallback::kNever, Emulation::kNone, WireFormat::kBFloat16), wire_rows);
+  const auto fp32 = reduce(with(DenseFallback::kNever), wire_rows);
+  for (int r = 0; r < 2; ++r) {
+    const GradientEntry& e = fp16[r].grads.entries().at(0);
+    ASSERT_TRUE(e.is_sparse());
+    EXPECT_EQ(e.values.scalar_type(), at::kFloat);
+    EXPECT_TRUE(at::equal(e.to_dense(), at::tensor({2.5078125f, 2.5f}).view({2, 1})))
+        << e.to_dense();
+    EXPECT_TRUE(
+        at::equal(bf16[r].grads.entries().at(0).to_dense(), at::tensor({2.5f, 2.5f}).view({2, 1})))
+        << bf16[r].grads.entries().at(0).to_dense();
+    // The count, then 2 padded rows: int64 indices and 16-bit values (float32: 4 bytes each).
+    EXPECT_EQ(fp16[r].sparse_bytes, 8 + 2 * 8 + 2 * 2);
+    EXPECT_EQ(bf16[r].sparse_bytes, 8 + 2 * 8 + 2 * 2);
+    EXPECT_EQ(fp32[r].sparse_bytes, 8 + 2 * 8 + 2 * 4);
+  }
+}
+
+// PyTorch #61814's report: with float16 on the wire the sparse sum, divided after, overflows
+// (20000 + 20000 = 40000 is finite; 40000 + 40000 is past 65504), while the fixed path's
+// shares do not. In bfloat16, float32's range, there is no such overflow, and for N = 2 and 4
+// the division commutes with every rounding: divide_after is bitwise the fix.
+TEST(SparseAllgather, DivideAfterOverflowsInFloat16AndIsTheFixInBFloat16) {
+  const auto fixed = reduce(with(DenseFallback::kNever, Emulation::kNone, WireFormat::kFloat16),
+                            both_ranks(40000.f));
+  const auto after =
+      reduce(with(DenseFallback::kNever, Emulation::kDivideAfter, WireFormat::kFloat16),
+             both_ranks(40000.f));
+  EXPECT_EQ(fixed[0].grads.entries()[0].to_dense()[0][0].item<float>(), 40000.f);
+  EXPECT_TRUE(std::isinf(after[0].grads.entries()[0].to_dense()[0][0].item<float>()));
+  for (int world : {2, 4}) {
+    const auto a = reduce(with(DenseFallback::kNever, Emulation::kNone, WireFormat::kBFloat16),
+                          spread_rows, world);
+    const auto b =
+        reduce(with(DenseFallback::kNever, Emulation::kDivideAfter, WireFormat::kBFloat16),
+               spread_rows, world);
+    EXPECT_TRUE(at::equal(a[0].grads.entries()[0].to_dense(), b[0].grads.entries()[0].to_dense()))
+        << "N = " << world;
+  }
+}
+
+// N = 3 in bfloat16: the fix rounds each share g/3 to 8 bits, divide_after rounds g and divides
+// the sum, so they differ, each within the bound the bf16 contract states (dense_reduce_contract:
+// rtol γ_N + 2^-24 of the mean of |g|), measured against the exact mean in double.
+TEST(SparseAllgather, DivideAfterInBFloat16ForThreeRanksDiffersWithinTheBound) {
+  const int world = 3;
+  const auto fixed = reduce(with(DenseFallback::kNever, Emulation::kNone, WireFormat::kBFloat16),
+                            spread_rows, world);
+  const auto after =
+      reduce(with(DenseFallback::kNever, Emulation::kDivideAfter, WireFormat::kBFloat16),
+             spread_rows, world);
+  at::Tensor mean = at::zeros({6, 4}, at::kDouble);
+  at::Tensor mean_abs = at::zeros({6, 4}, at::kDouble);
+  for (int r = 0; r < world; ++r) {
+    const at::Tensor g = spread_rows(r).entries().at(0).to_dense().to(at::kDouble);
+    mean += g / world;
+    mean_abs += g.abs() / world;
+  }
+  const StrategyContract contract = dense_reduce_contract(WireFormat::kBFloat16, world);
+  const at::Tensor bound = mean_abs * contract.rtol + contract.atol;
+  const at::Tensor a = fixed[0].grads.entries()[0].to_dense().to(at::kDouble);
+  const at::Tensor b = after[0].grads.entries()[0].to_dense().to(at::kDouble);
+  EXPECT_TRUE(((a - mean).abs() <= bound).all().item<bool>()) << a - mean;
+  EXPECT_TRUE(((b - mean).abs() <= bound).all().item<bool>()) << b - mean;
+  EXPECT_GT((a != b).sum().item<int64_t>(), 0);
+}
+
+TEST(SparseAllgather, ThePluginSendsCompressedRowsAndRefusesWhatCannotBeCompressed) {
+  auto fp16 = reduce_through_plugin(
+      {{"compression", std::string("fp16")}, {"dense_fallback", std::string("never")}}, wire_rows);
+  EXPECT_TRUE(
+      at::equal(fp16[0].entries().at(0).to_dense(), at::tensor({2.5078125f, 2.5f}).view({2, 1})));
+  const Component* c = bertlab::testing::builtin_plugins().registry().find(ComponentKind::kStrategy,
+                                                                           "sparse_allgather");
+  ASSERT_NE(c, nullptr);
+  const ConfigView no_divide(
+      "strategy", c->spec.options,
+      {{"compression", std::string("bf16")}, {"emulate", std::string("no_divide")}});
+  EXPECT_THROW(c->strategy_factory(no_divide), ConfigError);
+  const ConfigView overlap("strategy", c->spec.options,
+                           {{"compression", std::string("fp16")}, {"overlap_backward", true}});
+  EXPECT_THROW(c->strategy_factory(overlap), ConfigError);
+  // The contract follows the wire: bounded with 16 bits, exact in float32.
+  const ConfigView bf16("strategy", c->spec.options, {{"compression", std::string("bf16")}});
+  EXPECT_EQ(c->spec.contract(bf16, 2).kind, ContractKind::kBounded);
+  const ConfigView none("strategy", c->spec.options, {});
+  EXPECT_EQ(c->spec.contract(none, 2).kind, ContractKind::kExact);
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 #pragma once
 // Gradient collectives every strategy builds on.
 
+#include <string>
+
 namespace bertlab {
 
 class Communicator;
@@ -13,6 +15,9 @@ enum class WireFormat {
   kFloat16,   ///< IEEE half: 11-bit significand, largest finite 65504
   kBFloat16,  ///< bfloat16: 8-bit significand, float32's range
 };
+
+/// A strategy's `compression` option: "none" (float32), "fp16" or "bf16"; anything else throws.
+WireFormat parse_compression(const std::string& value);
 
 /// How all_reduce_mean_dense averages.
 struct DenseReduceOptions {

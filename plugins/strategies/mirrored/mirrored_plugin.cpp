@@ -19,12 +19,6 @@ struct MirroredOptions {
   bool overlap_backward = false;  ///< dense buckets all-reduced while backward runs
 };
 
-WireFormat parse_compression(const std::string& value) {
-  if (value == "fp16") return WireFormat::kFloat16;
-  if (value == "bf16") return WireFormat::kBFloat16;
-  return WireFormat::kFloat32;
-}
-
 MirroredOptions read_options(const ConfigView& view) {
   MirroredOptions options;
   options.reduce.bucket_mb = view.get_float("bucket_mb");

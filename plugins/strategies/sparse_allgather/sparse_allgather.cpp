@@ -87,23 +87,56 @@ void gather_rows(GradientEntry& entry, Communicator& comm, const std::vector<int
     return at::cat({t, at::zeros(shape, t.options())});
   };
   const auto indices = comm.all_gather(pad_rows(entry.indices));
-  const auto values = comm.all_gather(pad_rows(entry.values));
+  // bfloat16 travels as float16's bits (Gloo gathers a copy; libtorch 1.13's has no bfloat16).
+  const bool bf16 = entry.values.scalar_type() == at::kBFloat16;
+  const auto values =
+      comm.all_gather(bf16 ? pad_rows(entry.values).view(at::kHalf) : pad_rows(entry.values));
   std::vector<at::Tensor> all_indices, all_values;
   for (size_t r = 0; r < counts.size(); ++r) {
     all_indices.push_back(indices[r].narrow(0, 0, counts[r]));
-    all_values.push_back(values[r].narrow(0, 0, counts[r]));
+    const at::Tensor v = values[r].narrow(0, 0, counts[r]);
+    all_values.push_back(bf16 ? v.view(at::kBFloat16) : v);
   }
   entry.indices = at::cat(all_indices);
   entry.values = at::cat(all_values);
 }
 
+/// The rows of every rank, gathered in the 16-bit `wire` type and summed in rank order in it:
+/// each rank's coalesced rows are divided by N first (`divide_first`) or the sum after (PyTorch
+/// #61814's sparse path). A rank's coalesced rows name each table row at most once, so each
+/// element gets one addition per rank: done in float32 and rounded to the wire type, which is
+/// the correctly rounded 16-bit sum (two 16-bit values add exactly in float32 unless one is far
+/// below the other's half ulp), as at::add_ on 16-bit CPU tensors computes it.
+void sum_rows_in_wire(GradientEntry& entry, Communicator& comm, const std::vector<int64_t>& counts,
+                      WireFormat wire, bool divide_first) {
+  const double n = comm.world_size();
+  const at::ScalarType type = wire == WireFormat::kFloat16 ? at::kHalf : at::kBFloat16;
+  entry.values = (divide_first ? entry.values / n : entry.values).to(type);
+  gather_rows(entry, comm, counts);
+  const auto [rows, inverse, unused] =
+      at::_unique2(entry.indices, /*sorted=*/true, /*return_inverse=*/true,
+                   /*return_counts=*/false);
+  std::vector<int64_t> shape(entry.values.sizes().begin(), entry.values.sizes().end());
+  shape[0] = rows.size(0);
+  at::Tensor sum = at::zeros(shape, at::kFloat);
+  int64_t offset = 0;
+  for (const int64_t count : counts) {
+    sum.index_add_(0, inverse.narrow(0, offset, count),
+                   entry.values.narrow(0, offset, count).to(at::kFloat));
+    sum = sum.to(type).to(at::kFloat);
+    offset += count;
+  }
+  entry.indices = rows;
+  entry.values = divide_first ? sum : sum.div_(n);
+}
+
 /// The entry densified and averaged by all_reduce_mean_dense (sum, /N; counted as
 /// Traffic::kDense): the same mean as the rows, up to the order of the additions.
-void average_densely(GradientEntry& entry, Communicator& comm, double bucket_mb) {
+void average_densely(GradientEntry& entry, Communicator& comm, const DenseReduceOptions& options) {
   GradientSet one;
   one.add(std::move(entry));
   one.densify();
-  all_reduce_mean_dense(one, comm, bucket_mb);
+  all_reduce_mean_dense(one, comm, options);
   entry = std::move(one.entries().front());
 }
 
@@ -149,8 +182,12 @@ void SparseAllgatherStrategy::exchange(GradientEntry& entry, Communicator& comm)
   switch (options_.emulate) {
     case Emulation::kNone:
       if (record.dense) {
-        average_densely(entry, comm, options_.bucket_mb);
+        average_densely(entry, comm, dense_options());
         comm.set_traffic(Traffic::kSparse);  // all_reduce_mean_dense leaves it at kOther
+        break;
+      }
+      if (options_.wire != WireFormat::kFloat32) {
+        sum_rows_in_wire(entry, comm, counts, options_.wire, /*divide_first=*/true);
         break;
       }
       gather_rows(entry, comm, counts);
@@ -162,7 +199,12 @@ void SparseAllgatherStrategy::exchange(GradientEntry& entry, Communicator& comm)
       // bitwise the default's result unless the sum overflows (a mean above 3.4e38/N, float32's
       // largest over N, becomes inf) or a share g/N falls below the smallest normal number
       // (2^-126), where the default rounds each share and this only the mean; for other N an
-      // element may differ by float32 rounding (a few 2^-24 relative).
+      // element may differ by float32 rounding (a few 2^-24 relative). The same holds in
+      // bfloat16 (float32's range); in float16 the sum overflows past 65504, N times sooner.
+      if (options_.wire != WireFormat::kFloat32) {
+        sum_rows_in_wire(entry, comm, counts, options_.wire, /*divide_first=*/false);
+        break;
+      }
       gather_rows(entry, comm, counts);
       coalesce(entry);
       entry.values = entry.values / n;
@@ -179,6 +221,13 @@ void SparseAllgatherStrategy::exchange(GradientEntry& entry, Communicator& comm)
   last_exchanges_.push_back(std::move(record));
 }
 
+DenseReduceOptions SparseAllgatherStrategy::dense_options() const {
+  DenseReduceOptions dense;
+  dense.bucket_mb = options_.bucket_mb;
+  dense.wire = options_.wire;
+  return dense;
+}
+
 std::vector<std::pair<std::string, double>> SparseAllgatherStrategy::step_metrics() const {
   if (last_exchanges_.empty()) return {};
   double densified = 0, max_rows = 0;
@@ -193,7 +242,7 @@ std::vector<std::pair<std::string, double>> SparseAllgatherStrategy::step_metric
 
 void SparseAllgatherStrategy::reduce_gradients(GradientSet& grads, Communicator& comm) {
   last_exchanges_.clear();
-  all_reduce_mean_dense(grads, comm, options_.bucket_mb);
+  all_reduce_mean_dense(grads, comm, dense_options());
   if (comm.world_size() == 1) return;
   comm.set_traffic(Traffic::kSparse);
   for (auto& entry : grads.entries()) {

@@ -4,6 +4,7 @@
 // dense table (dense_fallback, docs/gradient-averaging.md, "When sparse rows cost more than the
 // dense table").
 
+#include <bertlab/collectives.h>
 #include <bertlab/strategy.h>
 
 #include <cstdint>
@@ -34,6 +35,11 @@ enum class DenseFallback {
 
 struct SparseAllgatherOptions {
   double bucket_mb = 25.0;  ///< MiB per dense all-reduce bucket
+  /// The type dense buckets and sparse rows' values travel in. With a 16-bit wire each rank's
+  /// coalesced rows are divided by N (not with kDivideAfter), cast, gathered, summed in rank order
+  /// in the 16-bit type (each addition rounded to it, as an all-reduce in that type adds) and
+  /// cast back: mirrored's compression for rows.
+  WireFormat wire = WireFormat::kFloat32;
   Emulation emulate = Emulation::kNone;
   bool overlap_backward = false;  ///< dense buckets all-reduced while backward runs
   /// Applies with emulate = kNone only: an emulation reproduces its rows exchange as published.
@@ -86,6 +92,8 @@ class SparseAllgatherStrategy final : public Strategy {
   std::vector<std::pair<std::string, double>> step_metrics() const override;
 
  private:
+  /// Dense buckets: divided by N, cast to options_.wire, summed, cast back (as mirrored).
+  DenseReduceOptions dense_options() const;
   /// Averages one sparse entry over the ranks (as options_.emulate says) and records how.
   void exchange(GradientEntry& entry, Communicator& comm);
 

@@ -1,5 +1,7 @@
 // Registers the `sparse_allgather` strategy.
 
+#include <bertlab/collectives.h>
+#include <bertlab/error.h>
 #include <bertlab/plugin.h>
 #include <bertlab/strategy.h>
 
@@ -28,8 +30,17 @@ void register_components(Registry& registry) {
                .one_of({"auto", "never"}),
            bool_option("overlap_backward", false,
                        "all-reduce dense gradient buckets while backward runs (as PyTorch DDP); "
-                       "sparse rows are gathered after it")},
-          [](const ConfigView&, int) {
+                       "sparse rows are gathered after it"),
+           string_option("compression", "none",
+                         "the type dense buckets and sparse rows' values travel in: none "
+                         "(float32), fp16 or bf16 (divided by N, cast, summed in that type, cast "
+                         "back, as mirrored's; rows summed in rank order)")
+               .one_of({"none", "fp16", "bf16"})},
+          [](const ConfigView& view, int replicas) {
+            // With a 16-bit wire, rows and buckets alike: each share rounded once, N − 1
+            // additions in the 16-bit type. An emulation claims what the fix claims.
+            const WireFormat wire = parse_compression(view.get_string("compression"));
+            if (wire != WireFormat::kFloat32) return dense_reduce_contract(wire, replicas);
             StrategyContract c;
             c.derivation =
                 "dense entries summed in float32 and divided by N; every rank's sparse rows "
@@ -43,6 +54,20 @@ void register_components(Registry& registry) {
         options.emulate = parse_emulation(view.get_string("emulate"));
         options.overlap_backward = view.get_bool("overlap_backward");
         options.dense_fallback = parse_dense_fallback(view.get_string("dense_fallback"));
+        options.wire = parse_compression(view.get_string("compression"));
+        BERTLAB_CHECK_AS(ConfigError,
+                         !(options.overlap_backward && options.wire != WireFormat::kFloat32),
+                         "[strategy] overlap_backward = true with compression = \"{}\": the "
+                         "buckets all-reduced during backward travel as float32; set one of "
+                         "them off",
+                         view.get_string("compression"));
+        BERTLAB_CHECK_AS(ConfigError,
+                         options.wire == WireFormat::kFloat32 ||
+                             options.emulate == Emulation::kNone ||
+                             options.emulate == Emulation::kDivideAfter,
+                         "[strategy] emulate = \"{}\" with compression = \"{}\": that "
+                         "implementation sent float32 rows; use compression = \"none\"",
+                         view.get_string("emulate"), view.get_string("compression"));
         return std::make_unique<SparseAllgatherStrategy>(options);
       });
 }
