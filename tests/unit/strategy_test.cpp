@@ -220,8 +220,6 @@ TEST_F(StrategyPlugins, ARankThatStopsMakesTheOthersFailWithinTheTimeout) {
       << error;
 }
 
-// Ranks whose collectives differ in size (another model on one rank) get an error on every
-// rank naming both sizes, not a hang or a sum of unrelated bytes.
 /// Strategy `name` with `options`, built on each rank by the plugin's factory.
 std::unique_ptr<Strategy> make_strategy(const std::string& name,
                                         std::map<std::string, OptionValue> options) {
@@ -508,6 +506,8 @@ TEST(Communicator, ReduceScatterGivesEachRankItsChunkOfTheSum) {
       at::equal(make_local_communicator()->reduce_scatter_sum(at::ones({3})), at::ones({3})));
 }
 
+// Ranks whose collectives differ in size (another model on one rank) get an error on every
+// rank naming both sizes, not a hang or a sum of unrelated bytes.
 TEST(Communicator, RanksThatDisagreeOnACollectiveSizeFailOnEveryRank) {
   const auto errors = on_every_rank(std::chrono::seconds(10), [](int r, Communicator& comm) {
     std::vector<at::Tensor> same{at::ones({3})};

@@ -18,7 +18,8 @@ void register_components(bertlab::Registry& registry) {
       bertlab::ComponentSpec{
           "test_identity",
           "test plugin: leaves the gradients as they are",
-          {bertlab::int_option("answer", 42, "an option to describe").in_range(0, 100)}},
+          {bertlab::int_option("answer", 42, "an option to describe").in_range(0, 100)},
+          /*contract=*/{}},
       [](const bertlab::ConfigView&) { return std::make_unique<IdentityStrategy>(); });
   registry.add_tool("testtool", "echo", "prints its arguments",
                     [](const std::vector<std::string>& args) {
