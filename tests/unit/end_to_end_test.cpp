@@ -2,6 +2,7 @@
 // determinism, validation before any work, and `bertlab tokenize` on the reference strings.
 
 #include <ATen/ATen.h>
+#include <bertlab/error.h>
 #include <bertlab/io/safetensors.h>
 #include <gtest/gtest.h>
 
@@ -11,8 +12,10 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <thread>
 
 #include "test_util.h"
+#include "train/run_lock.h"
 
 namespace bertlab {
 namespace {
@@ -135,6 +138,51 @@ TEST_F(EndToEnd, SameSeedAndOneThreadGiveIdenticalMetrics) {
             read_file(out("dense/eval_results.json")));
   // The reference ran in this invocation too: its difference is 0.
   EXPECT_NE(read_file(again.path() / "overfit/comparison.csv").find(",0\n"), std::string::npos);
+}
+
+// Two `bertlab run`s of one variant: the second stops at once, naming the first (host, pid,
+// command), and the first finishes with intact outputs. Before the lock both failed and left a
+// metrics.jsonl mixed from both.
+TEST(EndToEndRunLock, ASecondRunOfTheSameFolderStopsAndNamesTheFirst) {
+  TempDir dir;
+  const std::vector<std::string> args = {
+      "run",          data_path("experiments/overfit.toml").string(),
+      "--variant",    "dense",
+      "--output-dir", dir.path().string(),
+      "--set",        "train.num_train_steps=1000"};
+  const fs::path lock = dir.path() / "overfit/dense/.bertlab.lock";
+  testing::CommandResult first;
+  std::thread runner([&] { first = run_bertlab(args); });
+  // The lock is written once the first run holds it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline &&
+         !(fs::exists(lock) && read_file(lock).find("pid") != std::string::npos)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const auto second = run_bertlab(args);
+  runner.join();
+  EXPECT_EQ(second.exit_code, 1) << second.err;
+  EXPECT_NE(
+      second.err.find("variant 'dense' of overfit: " + (dir.path() / "overfit/dense").string() +
+                      " is being written by another run (host "),
+      std::string::npos)
+      << second.err;
+  EXPECT_NE(second.err.find("command: " + std::string(BERTLAB_EXECUTABLE) + " run"),
+            std::string::npos)
+      << second.err;
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  // The first run's metrics: whole JSON lines up to its last step.
+  std::istringstream lines(read_file(dir.path() / "overfit/dense/metrics.jsonl"));
+  std::string line, last;
+  while (std::getline(lines, line)) {
+    EXPECT_NO_THROW(nlohmann::json::parse(line)) << line;
+    last = line;
+  }
+  EXPECT_EQ(nlohmann::json::parse(last)["step"].get<int64_t>(), 1000) << last;
+  EXPECT_TRUE(fs::is_regular_file(dir.path() / "overfit/dense/eval_results.json"));
+  // Released when the first run ended; and held against a second holder in one process too.
+  RunFolderLock again(dir.path() / "overfit/dense", "again");
+  EXPECT_THROW(RunFolderLock(dir.path() / "overfit/dense", "third"), bertlab::Error);
 }
 
 TEST(EndToEndValidation, ATypoStopsTheRunBeforeAnyWork) {

@@ -266,6 +266,37 @@ TEST_F(ExperimentConfig, DuplicateVariantAndUnknownReference) {
   EXPECT_NE(errors2[0].find("compare.reference: no variant named 'b'"), std::string::npos);
 }
 
+// Names become folders under runs/: a name that would leave that folder, or name two, is refused
+// where it is written (before this, `name = "../../escape"` wrote two folders above runs/).
+TEST_F(ExperimentConfig, NamesThatAreNotOneSafeFolderAreRefusedWithTheirPosition) {
+  fs::path path = write_experiment("\n[[variant]]\nname = \"../x\"\n");
+  auto errors = errors_of(path);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_NE(errors[0].find(path.string() + ":23:8: variant.name: '../x' has '/'"),
+            std::string::npos)
+      << errors[0];
+  fs::path dots = write_experiment("\n[[variant]]\nname = \"..\"\n", "dots.toml");
+  EXPECT_NE(joined(errors_of(dots)).find("variant.name: '..' is not a folder name of its own"),
+            std::string::npos);
+  // The experiment's own name, from the file or from --set.
+  std::string text = testing::read_file(path);
+  text.replace(text.find("name = \"t\""), 10, "name = \"a/b\"");
+  text.replace(text.find("\"../x\""), 6, "\"ok=1,lr+2.5e-05\"");  // a sweep's kind of name
+  const fs::path exp = dir_ / "slash.toml";
+  write_file(exp, text);
+  errors = errors_of(exp);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_NE(errors[0].find(exp.string() + ":2:8: experiment.name: 'a/b' has '/'"),
+            std::string::npos)
+      << errors[0];
+  ResolveOptions empty_name;
+  empty_name.overrides.push_back(parse_set_argument("experiment.name=\"\""));
+  const fs::path clean = write_experiment("", "clean.toml");
+  EXPECT_NE(joined(errors_of(clean, empty_name)).find("experiment.name: must not be empty"),
+            std::string::npos)
+      << joined(errors_of(clean, empty_name));
+}
+
 TEST_F(ExperimentConfig, SyntaxErrorReportsTomlPosition) {
   fs::path path = dir_ / "broken.toml";
   write_file(path, "[experiment]\nname = \"x\nseed = 1\n");

@@ -97,6 +97,10 @@ struct ResolvedExperiment {
   std::string reference;  ///< [compare] reference, or the first variant
 };
 
+/// What makes `name` unfit to be one folder under runs/ (an experiment's or a variant's name), or
+/// nothing: it must be letters, digits and `.` `_` `-` `=` `,` `+`, not empty, not `.` or `..`.
+std::optional<std::string> path_component_problem(const std::string& name);
+
 /// The sections an experiment file may have.
 const std::vector<std::string>& known_sections();
 

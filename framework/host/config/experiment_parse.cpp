@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <string_view>
 
 namespace bertlab {
 
@@ -18,6 +19,24 @@ std::string Location::format() const {
   if (from_set) return fmt::format("--set '{}'", origin);
   if (line <= 0) return origin;
   return fmt::format("{}:{}:{}", origin, line, column);
+}
+
+std::optional<std::string> path_component_problem(const std::string& name) {
+  if (name.empty()) return std::string("must not be empty");
+  if (name == "." || name == "..") {
+    return fmt::format("'{}' is not a folder name of its own; use letters and digits", name);
+  }
+  for (const char c : name) {
+    const bool safe = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      std::string_view("._-=,+").find(c) != std::string_view::npos;
+    if (!safe) {
+      return fmt::format(
+          "'{}' has '{}'; a name becomes one folder of the outputs, so use only letters, digits "
+          "and . _ - = , +",
+          name, c);
+    }
+  }
+  return std::nullopt;
 }
 
 const std::vector<std::string>& known_sections() {
@@ -116,6 +135,10 @@ void read_variant(const toml::table& table, size_t index, ParseState& state) {
     if (key == "name") {
       if (auto name = node.as_string()) {
         variant.name = name->get();
+        if (auto problem = path_component_problem(variant.name); problem && !variant.name.empty()) {
+          errors.push_back(
+              fmt::format("{}: variant.name: {}", location_of(node, origin).format(), *problem));
+        }
       } else {
         errors.push_back(fmt::format("{}: variant.name: must be a string, got {}", loc.format(),
                                      toml_type_name(node)));

@@ -478,6 +478,13 @@ ResolvedVariant resolve_variant(const ExperimentFile& file, const VariantData* v
                               validate_section({"experiment", &merged.at("experiment"),
                                                 experiment_options(), "[experiment]", base_dir},
                                                diag));
+  if (const auto name = merged.at("experiment").keys.find("name");
+      name != merged.at("experiment").keys.end() && name->second.value &&
+      std::holds_alternative<std::string>(*name->second.value)) {
+    if (auto problem = path_component_problem(std::get<std::string>(*name->second.value))) {
+      diag.add(name->second.value_loc, "experiment", "name", *problem);
+    }
+  }
   out.train = ConfigView(
       "train", train_options(),
       validate_section({"train", &merged.at("train"), train_options(), "[train]", base_dir}, diag));

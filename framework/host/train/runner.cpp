@@ -30,6 +30,7 @@
 #include "runtime/process_rank.h"
 #include "runtime/threads.h"
 #include "train/precision.h"
+#include "train/run_lock.h"
 #include "train/run_options.h"
 #include "train/stop_signal.h"
 #include "train/train_checkpoint.h"
@@ -305,8 +306,10 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   VariantResult result;
   result.name = variant.name;
   result.dir = experiment.output_dir / experiment.name / variant.name;
+  // Held until this variant is done: a second bertlab on the same folder stops before writing.
+  std::optional<RunFolderLock> lock;
   if (files) {
-    fs::create_directories(result.dir);
+    lock.emplace(result.dir, fmt::format("variant '{}' of {}", variant.name, experiment.name));
     write_file_atomic(result.dir / "resolved.toml", variant.resolved_toml);
   }
   const int threads = o.threads != 0
