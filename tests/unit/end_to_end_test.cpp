@@ -185,6 +185,83 @@ TEST(EndToEndRunLock, ASecondRunOfTheSameFolderStopsAndNamesTheFirst) {
   EXPECT_THROW(RunFolderLock(dir.path() / "overfit/dense", "third"), bertlab::Error);
 }
 
+// Two variants × 3 seeds (repeats = 3 from seed 7): a folder per run, each run's own seed, and a
+// comparison whose statistics are recomputed here from the runs' summaries.
+TEST(EndToEndSeeds, EveryVariantRunsOncePerSeedAndTheComparisonAggregatesThem) {
+  TempDir dir;
+  auto r = run_bertlab({"run", data_path("experiments/overfit.toml").string(), "--output-dir",
+                        dir.path().string(), "--set", "experiment.repeats=3", "--set",
+                        "train.num_train_steps=20"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const fs::path exp = dir.path() / "overfit";
+  std::map<std::string, std::vector<double>> losses;
+  for (const char* variant : {"dense", "sparse"}) {
+    EXPECT_FALSE(fs::exists(exp / variant / "metrics.jsonl")) << "runs live in seed folders";
+    for (int seed : {7, 8, 9}) {
+      const fs::path run = exp / variant / ("seed-" + std::to_string(seed));
+      ASSERT_TRUE(fs::is_regular_file(run / "metrics.jsonl")) << run;
+      EXPECT_NE(read_file(run / "resolved.toml").find("seed = " + std::to_string(seed)),
+                std::string::npos);
+      const auto summary = nlohmann::json::parse(read_file(run / "run_summary.json"));
+      EXPECT_EQ(summary["seed"].get<int>(), seed);
+      losses[variant].push_back(summary["final_loss"].get<double>());
+    }
+  }
+  // The seed changes the run: the losses differ.
+  EXPECT_NE(losses["dense"][0], losses["dense"][1]);
+  // comparison.csv: the columns, and the statistics of the summaries' final losses.
+  std::istringstream csv(read_file(exp / "comparison.csv"));
+  std::string header, dense, sparse;
+  std::getline(csv, header);
+  std::getline(csv, dense);
+  std::getline(csv, sparse);
+  auto split = [](const std::string& line) {
+    std::vector<std::string> fields;
+    std::stringstream in(line);
+    std::string f;
+    while (std::getline(in, f, ',')) fields.push_back(f);
+    return fields;
+  };
+  const auto names = split(header);
+  auto column = [&](const std::string& row, const std::string& name) {
+    const auto at = std::find(names.begin(), names.end(), name);
+    EXPECT_NE(at, names.end()) << name << " in " << header;
+    if (at == names.end()) return std::string();
+    return split(row).at(static_cast<size_t>(at - names.begin()));
+  };
+  for (const std::string m : {"final_loss", "eval_accuracy"}) {
+    for (const char* suffix :
+         {"_mean", "_std", "_ci95", "_min", "_max", "_delta_vs_ref", "_p_vs_ref"}) {
+      column(dense, m + suffix);
+    }
+  }
+  EXPECT_EQ(column(dense, "seeds"), "3");
+  const auto& d = losses["dense"];
+  const double mean = (d[0] + d[1] + d[2]) / 3;
+  const double sd = std::sqrt(((d[0] - mean) * (d[0] - mean) + (d[1] - mean) * (d[1] - mean) +
+                               (d[2] - mean) * (d[2] - mean)) /
+                              2);
+  EXPECT_NEAR(std::stod(column(dense, "final_loss_mean")), mean, 1e-5 * std::abs(mean));
+  EXPECT_NEAR(std::stod(column(dense, "final_loss_std")), sd, 1e-5 * sd);
+  // t(0.975, 2) = 4.302652729911275 (the two-degree closed form (2p − 1)/sqrt(2p(1 − p))).
+  EXPECT_NEAR(std::stod(column(dense, "final_loss_ci95")), 4.302652729911275 * sd / std::sqrt(3.0),
+              1e-5 * sd);
+  EXPECT_EQ(column(dense, "final_loss_verdict_vs_ref"), "reference");
+  const auto& s = losses["sparse"];
+  const double delta = ((s[0] - d[0]) + (s[1] - d[1]) + (s[2] - d[2])) / 3;
+  EXPECT_NEAR(std::stod(column(sparse, "final_loss_delta_vs_ref")), delta, 1e-6);
+  const std::string md = read_file(exp / "comparison.md");
+  EXPECT_NE(md.find("Every variant ran once per seed (7, 8, 9)"), std::string::npos) << md;
+  EXPECT_NE(md.find("| dense | 3 |"), std::string::npos) << md;
+  EXPECT_NE(read_file(exp / "report.html").find("paired by seed"), std::string::npos);
+  // bertlab compare rebuilds the same table from the folders.
+  const std::string csv_text = read_file(exp / "comparison.csv");
+  fs::remove(exp / "comparison.csv");
+  auto c = run_bertlab({"compare", exp.string()});
+  ASSERT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_EQ(read_file(exp / "comparison.csv"), csv_text);
+}
+
 TEST(EndToEndValidation, ATypoStopsTheRunBeforeAnyWork) {
   TempDir dir;
   std::string text = read_file(data_path("experiments/overfit.toml"));

@@ -297,6 +297,59 @@ TEST_F(ExperimentConfig, NamesThatAreNotOneSafeFolderAreRefusedWithTheirPosition
       << joined(errors_of(clean, empty_name));
 }
 
+// [experiment] seeds: every variant once per seed, each run its own seed and folder; bad lists,
+// seeds with repeats, and seeds set outside the file's [experiment] are refused where written.
+TEST_F(ExperimentConfig, SeedsExpandEveryVariantAndBadListsAreRefused) {
+  fs::path path = write_experiment("\n[[variant]]\nname = \"a\"\n\n[[variant]]\nname = \"b\"\n");
+  std::string text = testing::read_file(path);
+  text.replace(text.find("threads = 1"), 11, "threads = 1\nseeds = [3, 1]");
+  const fs::path seeded = dir_ / "seeded.toml";
+  write_file(seeded, text);
+  ResolvedExperiment e =
+      resolve_experiment(parse_experiment_file(seeded), testing::builtin_plugins().registry(), {});
+  ASSERT_EQ(e.variants.size(), 4u);
+  EXPECT_EQ(e.seeds, (std::vector<int64_t>{3, 1}));
+  EXPECT_EQ(e.variants[1].name, "a");
+  EXPECT_EQ(e.variants[1].experiment.get_int("seed"), 1);
+  EXPECT_EQ(e.variants[1].run_folder(), fs::path("a") / "seed-1");
+  EXPECT_NE(e.variants[1].resolved_toml.find("seed = 1"), std::string::npos);
+  EXPECT_EQ(e.variants[2].run_folder(), fs::path("b") / "seed-3");
+  // One seed: the usual folder, that seed.
+  std::string one = text;
+  one.replace(one.find("seeds = [3, 1]"), 14, "seeds = [4]");
+  write_file(seeded, one);
+  e = resolve_experiment(parse_experiment_file(seeded), testing::builtin_plugins().registry(), {});
+  ASSERT_EQ(e.variants.size(), 2u);
+  EXPECT_EQ(e.variants[0].run_folder(), fs::path("a"));
+  EXPECT_EQ(e.variants[0].experiment.get_int("seed"), 4);
+  // repeats = 2 from seed 12345.
+  ResolveOptions repeats;
+  repeats.overrides.push_back(parse_set_argument("experiment.repeats=2"));
+  e = resolve_experiment(parse_experiment_file(path), testing::builtin_plugins().registry(),
+                         repeats);
+  ASSERT_EQ(e.variants.size(), 4u);
+  EXPECT_EQ(e.variants[1].run_folder(), fs::path("a") / "seed-12346");
+  // Refused: a repeated seed and a string; seeds with repeats; seeds in a variant.
+  std::string bad = text;
+  bad.replace(bad.find("seeds = [3, 1]"), 14, "seeds = [3, 3, \"x\"]");
+  write_file(seeded, bad);
+  auto errors = errors_of(seeded);
+  EXPECT_NE(
+      joined(errors).find(seeded.string() + ":4:13: experiment.seeds: seed 3 is listed twice"),
+      std::string::npos)
+      << joined(errors);
+  EXPECT_NE(joined(errors).find("every seed must be an integer >= 0, got string"),
+            std::string::npos);
+  write_file(seeded, text);
+  EXPECT_NE(joined(errors_of(seeded, repeats)).find("set seeds or repeats, not both"),
+            std::string::npos);
+  const fs::path in_variant =
+      write_experiment("\n[[variant]]\nname = \"a\"\nexperiment.seeds = [1]\n", "v.toml");
+  EXPECT_NE(joined(errors_of(in_variant)).find("experiment.seeds: the seeds are listed once"),
+            std::string::npos)
+      << joined(errors_of(in_variant));
+}
+
 TEST_F(ExperimentConfig, SyntaxErrorReportsTomlPosition) {
   fs::path path = dir_ / "broken.toml";
   write_file(path, "[experiment]\nname = \"x\nseed = 1\n");

@@ -23,10 +23,11 @@ Command define_compare_command(CommandLine& parent, PluginOptions& /*plugins*/) 
   auto args = std::make_shared<CompareArgs>();
   CommandLine command = parent.subcommand(
       "compare", "rebuild comparison.md/.csv, plots/ and report.html from finished runs");
-  command.positionals("runs", args->runs,
-                      "run folders: runs/EXPERIMENT or runs/EXPERIMENT/VARIANT (several, also of "
-                      "different experiments)",
-                      /*required=*/true);
+  command.positionals(
+      "runs", args->runs,
+      "run folders: runs/EXPERIMENT, runs/EXPERIMENT/VARIANT or VARIANT/seed-S (several, also of "
+      "different experiments)",
+      /*required=*/true);
   command.option("--output", args->output,
                  "folder for the comparison (default: the experiment folder of the runs)");
   command.option("--reference", args->options.reference,

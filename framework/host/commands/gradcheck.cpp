@@ -862,6 +862,23 @@ struct GradcheckArgs {
   std::string baseline;       ///< --baseline FILE
 };
 
+/// gradcheck compares updates, which a seed does not change the nature of: with several seeds
+/// each variant is checked with the first.
+void keep_first_seed(ResolvedExperiment& experiment) {
+  if (experiment.seeds.size() <= 1) return;
+  log_info("gradcheck", "the experiment lists {} seeds; checking each variant with seed {}",
+           experiment.seeds.size(), experiment.seeds.front());
+  std::vector<ResolvedVariant> first;
+  for (auto& v : experiment.variants) {
+    const bool seen = std::any_of(first.begin(), first.end(),
+                                  [&](const ResolvedVariant& f) { return f.name == v.name; });
+    if (seen) continue;
+    v.repeat_seed.reset();
+    first.push_back(std::move(v));
+  }
+  experiment.variants = std::move(first);
+}
+
 int gradcheck(const GradcheckArgs& args, const PluginOptions& plugins) {
   GradcheckOptions options;
   options.steps = args.steps;
@@ -871,6 +888,7 @@ int gradcheck(const GradcheckArgs& args, const PluginOptions& plugins) {
     load_plugins(host, plugins);
     ResolvedExperiment experiment = load_experiment(host, args.experiment);
     log_versions(host);
+    keep_first_seed(experiment);
     return run_gradcheck(experiment, options);
   });
 }

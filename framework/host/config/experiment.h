@@ -54,6 +54,9 @@ struct ExperimentFile {
   std::map<std::string, SectionData> base;
   std::vector<VariantData> variants;
   std::optional<Setting> reference;  ///< [compare] reference
+  /// [experiment] seeds = [...]: every variant runs once per seed (empty: not written).
+  std::vector<int64_t> seeds;
+  Location seeds_loc;  ///< where `seeds` is written
 };
 
 /// `section.key=value` from the command line; value parsed as TOML, else taken as a string.
@@ -82,6 +85,11 @@ struct ResolvedVariant {
   ResolvedComponent strategy;
   ResolvedComponent optimizer;
   std::string resolved_toml;  ///< the exact configuration, every key with its effective value
+  /// Set when the experiment runs several seeds ([experiment] seeds or repeats): this run's
+  /// seed, which is also its [experiment] seed; its folder is VARIANT/seed-<seed>.
+  std::optional<int64_t> repeat_seed;
+  /// The run's folder under the experiment's: VARIANT, or VARIANT/seed-<seed>.
+  std::filesystem::path run_folder() const;
   /// What `bertlab gradcheck` expects of this variant against the reference.
   std::string expect = "match";  ///< "match" or "differ"
   double rtol = 1e-5;            ///< relative tolerance of a match
@@ -92,7 +100,10 @@ struct ResolvedExperiment {
   std::string name;
   std::filesystem::path file;
   std::filesystem::path output_dir;  ///< runs/<experiment name>/ parent: [experiment] output_dir
-  std::vector<ResolvedVariant> variants;  ///< the selected ones, in file order
+  /// The selected ones, in file order; with several seeds each variant once per seed, its
+  /// runs next to each other in seed order.
+  std::vector<ResolvedVariant> variants;
+  std::vector<int64_t> seeds;  ///< the seeds every variant runs with (one: as [experiment] seed)
   std::vector<std::string> all_variant_names;
   std::string reference;  ///< [compare] reference, or the first variant
 };

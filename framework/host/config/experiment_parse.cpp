@@ -228,12 +228,47 @@ std::string unknown_top_level(const std::string& key, const toml::node& node, co
 }
 
 // Reads one top-level key: a section table, the [[variant]] array or [compare].
+// [experiment] seeds = [1, 2, 3]: distinct non-negative integers, into state.out.seeds (and out
+// of the section's keys, which hold scalars).
+void read_seeds(const toml::table& experiment, ParseState& state) {
+  const toml::node* node = experiment.get("seeds");
+  if (node == nullptr) return;
+  state.out.base["experiment"].keys.erase("seeds");
+  const Location loc = location_of(*node, state.origin);
+  state.out.seeds_loc = loc;
+  const toml::array* array = node->as_array();
+  if (array == nullptr || array->empty()) {
+    state.errors.push_back(fmt::format(
+        "{}: experiment.seeds: must be a list of integers, e.g. seeds = [1, 2, 3], got {}",
+        loc.format(), array ? "an empty list" : toml_type_name(*node)));
+    return;
+  }
+  for (const auto& element : *array) {
+    const auto seed = element.as_integer();
+    if (seed == nullptr || seed->get() < 0) {
+      state.errors.push_back(
+          fmt::format("{}: experiment.seeds: every seed must be an integer >= 0, got {}",
+                      location_of(element, state.origin).format(),
+                      seed ? std::to_string(seed->get()) : std::string(toml_type_name(element))));
+      continue;
+    }
+    const int64_t value = seed->get();
+    if (std::find(state.out.seeds.begin(), state.out.seeds.end(), value) != state.out.seeds.end()) {
+      state.errors.push_back(fmt::format("{}: experiment.seeds: seed {} is listed twice",
+                                         location_of(element, state.origin).format(), value));
+      continue;
+    }
+    state.out.seeds.push_back(value);
+  }
+}
+
 void read_top_level(const std::string& key, const toml::node& node, ParseState& state) {
   const Location loc = location_of(node, state.origin);
   const auto& sections = known_sections();
   if (std::find(sections.begin(), sections.end(), key) != sections.end()) {
     if (auto table = node.as_table()) {
       state.out.base[key] = read_section(*table, state.origin);
+      if (key == "experiment") read_seeds(*table, state);
     } else {
       state.errors.push_back(fmt::format("{}: {}: must be a table [{}]", loc.format(), key, key));
     }

@@ -470,7 +470,16 @@ ResolvedVariant resolve_variant(const ExperimentFile& file, const VariantData* v
                                 const std::vector<SetOverride>& overrides, Diagnostics& diag) {
   ResolvedVariant out;
   out.name = variant != nullptr ? variant->name : "default";
-  const Sections merged = merge_variant(file, variant, overrides);
+  Sections merged = merge_variant(file, variant, overrides);
+  // The file's [experiment] seeds list is read by the parser; one set elsewhere is refused here.
+  if (auto seeds = merged.at("experiment").keys.find("seeds");
+      seeds != merged.at("experiment").keys.end()) {
+    diag.add(seeds->second.loc, "experiment", "seeds",
+             "the seeds are listed once for the whole experiment, in the file's [experiment] "
+             "(seeds = [1, 2, 3]); a variant sets `seed`, and the command line "
+             "--set experiment.repeats=N (seeds seed, seed+1, ...)");
+    merged.at("experiment").keys.erase(seeds);
+  }
   const fs::path& base_dir = file.base_dir;
   const VariantScope scope{merged, base_dir, diag};
 
@@ -577,7 +586,48 @@ void resolve_reference(const ExperimentFile& file, ResolvedExperiment& out,
   }
 }
 
+// The seeds a variant runs with: [experiment] seeds, or repeats seeds from its seed on.
+std::vector<int64_t> seeds_of(const ExperimentFile& file, const ResolvedVariant& variant) {
+  if (!file.seeds.empty()) return file.seeds;
+  std::vector<int64_t> seeds;
+  const int64_t first = variant.experiment.get_int("seed");
+  for (int64_t k = 0; k < variant.experiment.get_int("repeats"); ++k) seeds.push_back(first + k);
+  return seeds;
+}
+
+// Several seeds: each variant replaced by one run per seed (its [experiment] seed set to it, its
+// folder VARIANT/seed-S). One listed seed: that seed, in the usual folder.
+void expand_seeds(const ExperimentFile& file, ResolvedExperiment& out) {
+  for (const auto& v : out.variants) {
+    if (!file.seeds.empty() && v.experiment.has("repeats")) {
+      throw ConfigError(fmt::format(
+          "{}: experiment.seeds: set seeds or repeats, not both (variant '{}' has repeats = {})",
+          file.seeds_loc.format(), v.name, v.experiment.get_int("repeats")));
+    }
+  }
+  std::vector<ResolvedVariant> runs;
+  for (const auto& v : out.variants) {
+    const std::vector<int64_t> seeds = seeds_of(file, v);
+    if (out.seeds.empty()) out.seeds = seeds;
+    for (const int64_t seed : seeds) {
+      ResolvedVariant run = v;
+      std::map<std::string, OptionValue> values = v.experiment.values();
+      values["seed"] = seed;
+      run.experiment = ConfigView("experiment", v.experiment.declarations(), std::move(values));
+      if (seeds.size() > 1) run.repeat_seed = seed;
+      run.resolved_toml = resolved_toml(file, run, true);
+      runs.push_back(std::move(run));
+    }
+  }
+  out.variants = std::move(runs);
+}
+
 }  // namespace
+
+std::filesystem::path ResolvedVariant::run_folder() const {
+  if (!repeat_seed) return name;
+  return std::filesystem::path(name) / fmt::format("seed-{}", *repeat_seed);
+}
 
 ResolvedExperiment resolve_experiment(const ExperimentFile& file, const ComponentRegistry& registry,
                                       const ResolveOptions& options) {
@@ -589,6 +639,7 @@ ResolvedExperiment resolve_experiment(const ExperimentFile& file, const Componen
   resolve_reference(file, out, errors);
   if (!errors.empty()) throw ConfigError(errors);
 
+  expand_seeds(file, out);
   const ConfigView& exp = out.variants.front().experiment;
   out.name = exp.get_string("name");
   if (options.output_dir) {

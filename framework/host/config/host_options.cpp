@@ -10,6 +10,10 @@ std::vector<OptionDecl> experiment_options() {
           .mark_required(),
       string_option("description", "", "free text, copied to the comparison"),
       int_option("seed", 12345, "seed of initialization, dropout and the batch order").at_least(0),
+      int_option("repeats", 1,
+                 "runs of every variant, with seeds seed, seed+1, ...; or list them: seeds = "
+                 "[1, 2, 3] (each run in VARIANT/seed-S/, compared by mean, CI and paired test)")
+          .in_range(1, 1000),
       int_option("threads", 1,
                  "CPU threads for libtorch's and OpenBLAS's pools together; 0: one per core "
                  "(1 measured fastest on 2 cores, see README)")

@@ -24,6 +24,7 @@ namespace {
 VariantResult result_from_outputs(const VariantOutputs& o, const std::string& label) {
   VariantResult r;
   r.name = label;
+  r.seed = o.summary.seed;
   r.dir = o.dir;
   r.steps = o.summary.steps;
   r.final_loss = o.summary.final_loss;
@@ -57,8 +58,12 @@ int compare_runs(const CompareOptions& options, std::ostream& out) {
   std::set<fs::path> parents;
   std::vector<std::string> experiments;
   std::vector<std::string> files;
+  // A run of several seeds is VARIANT/seed-S: its variant folder is one further up.
+  auto variant_dir = [](const VariantOutputs& o) {
+    return o.summary.seed ? o.dir.parent_path() : o.dir;
+  };
   for (const auto& o : outputs) {
-    parents.insert(o.dir.parent_path());
+    parents.insert(variant_dir(o).parent_path());
     if (std::find(experiments.begin(), experiments.end(), o.summary.experiment) ==
         experiments.end()) {
       experiments.push_back(o.summary.experiment);
@@ -77,8 +82,8 @@ int compare_runs(const CompareOptions& options, std::ostream& out) {
   // Labels: the variant name, prefixed by its experiment's when several are compared.
   std::vector<std::string> labels;
   for (const auto& o : outputs) {
-    const std::string variant = o.dir.filename().string();
-    const std::string experiment = o.dir.parent_path().filename().string();
+    const std::string variant = variant_dir(o).filename().string();
+    const std::string experiment = variant_dir(o).parent_path().filename().string();
     labels.push_back(one_experiment ? variant : experiment + "/" + variant);
   }
 
@@ -86,6 +91,12 @@ int compare_runs(const CompareOptions& options, std::ostream& out) {
   experiment.name = fmt::format("{}", fmt::join(experiments, " + "));
   experiment.file = fmt::format("{}", fmt::join(files, ", "));
   experiment.output_dir = output_dir.parent_path();
+  for (const auto& o : outputs) {
+    if (o.summary.seed && std::find(experiment.seeds.begin(), experiment.seeds.end(),
+                                    *o.summary.seed) == experiment.seeds.end()) {
+      experiment.seeds.push_back(*o.summary.seed);
+    }
+  }
   if (!options.reference.empty()) {
     if (std::find(labels.begin(), labels.end(), options.reference) == labels.end()) {
       throw ConfigError(fmt::format("compare --reference {}: no such variant; the variants are {}",

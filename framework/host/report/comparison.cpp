@@ -5,8 +5,11 @@
 #include <ATen/ATen.h>
 #include <fmt/format.h>
 
+#include "report/statistics.h"
+
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace bertlab {
 
@@ -32,8 +35,190 @@ std::string format_number(double v) {
 
 }  // namespace
 
+bool has_seeds(const std::vector<VariantResult>& results) {
+  return std::any_of(results.begin(), results.end(), [](const auto& r) { return r.seed; });
+}
+
+namespace {
+
+/// One variant's runs, in the order they ran.
+struct SeedRuns {
+  std::string name;
+  std::vector<const VariantResult*> runs;
+};
+
+std::vector<SeedRuns> group_by_variant(const std::vector<VariantResult>& results) {
+  std::vector<SeedRuns> groups;
+  for (const auto& r : results) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const SeedRuns& g) { return g.name == r.name; });
+    if (it == groups.end()) {
+      groups.push_back({r.name, {}});
+      it = groups.end() - 1;
+    }
+    it->runs.push_back(&r);
+  }
+  return groups;
+}
+
+/// The compared metrics: final_loss, every eval metric (first-seen order), examples_per_second.
+std::vector<std::string> seed_metric_names(const std::vector<VariantResult>& results) {
+  std::vector<std::string> names = {"final_loss"};
+  for (const auto& r : results) {
+    for (const auto& [name, value] : r.eval_metrics) {
+      if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+    }
+  }
+  names.push_back("examples_per_second");
+  return names;
+}
+
+double metric_value(const VariantResult& r, const std::string& metric) {
+  if (metric == "final_loss") return r.final_loss;
+  if (metric == "examples_per_second") return r.examples_per_second;
+  for (const auto& [name, value] : r.eval_metrics) {
+    if (name == metric) return value;
+  }
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+std::vector<double> metric_values(const SeedRuns& group, const std::string& metric) {
+  std::vector<double> values;
+  for (const auto* r : group.runs) values.push_back(metric_value(*r, metric));
+  return values;
+}
+
+/// `group` against `reference` on `metric`, paired by seed (seeds only one of them ran are left
+/// out). Bootstrap resamples are drawn from a fixed seed: the table is the same on every rerun.
+PairedComparison paired_by_seed(const SeedRuns& group, const SeedRuns& reference,
+                                const std::string& metric) {
+  std::vector<double> mine, theirs;
+  for (const auto* r : group.runs) {
+    for (const auto* ref : reference.runs) {
+      if (r->seed == ref->seed) {
+        mine.push_back(metric_value(*r, metric));
+        theirs.push_back(metric_value(*ref, metric));
+      }
+    }
+  }
+  return compare_paired(mine, theirs, higher_is_better(metric));
+}
+
+std::string format_stat(double v, const char* spec = "{:.4f}") {
+  if (!std::isfinite(v)) return "";
+  return fmt::format(fmt::runtime(spec), v);
+}
+
+const SeedRuns* find_group(const std::vector<SeedRuns>& groups, const std::string& name) {
+  for (const auto& g : groups) {
+    if (g.name == name) return &g;
+  }
+  return nullptr;
+}
+
+/// "mean ± ci95" (the interval omitted with one seed).
+std::string mean_cell(const SampleSummary& s) {
+  if (s.n == 0) return "";
+  if (!std::isfinite(s.ci95)) return format_stat(s.mean);
+  return format_stat(s.mean) + " ± " + format_stat(s.ci95);
+}
+
+/// "+0.0123 ± 0.0100", with the bootstrap interval when there is one.
+std::string delta_cell(const PairedComparison& c) {
+  if (c.n == 0) return "";
+  std::string cell = format_stat(c.mean_delta, "{:+.4f}");
+  if (std::isfinite(c.ci95)) cell += " ± " + format_stat(c.ci95);
+  if (c.bootstrap_ci95) {
+    cell += fmt::format(" (bootstrap {:+.4f} to {:+.4f})", c.bootstrap_ci95->first,
+                        c.bootstrap_ci95->second);
+  }
+  return cell;
+}
+
+}  // namespace
+
+ComparisonTable seed_summary_table(const ResolvedExperiment& experiment,
+                                   const std::vector<VariantResult>& results) {
+  (void)experiment;
+  const std::vector<std::string> metrics = seed_metric_names(results);
+  ComparisonTable t;
+  t.header = {"variant", "seeds"};
+  for (const auto& m : metrics) t.header.push_back(m + " (mean ± 95% CI)");
+  for (const auto& group : group_by_variant(results)) {
+    std::vector<std::string> row = {group.name, std::to_string(group.runs.size())};
+    for (const auto& m : metrics) row.push_back(mean_cell(summarize(metric_values(group, m))));
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+ComparisonTable seed_paired_table(const ResolvedExperiment& experiment,
+                                  const std::vector<VariantResult>& results) {
+  std::vector<std::string> metrics = seed_metric_names(results);
+  metrics.pop_back();  // throughput: a property of the machine's load, not of the variant
+  const std::vector<SeedRuns> groups = group_by_variant(results);
+  const SeedRuns* reference = find_group(groups, experiment.reference);
+  ComparisonTable t;
+  t.header = {"variant"};
+  for (const auto& m : metrics) {
+    t.header.insert(t.header.end(), {"Δ " + m + " (95% CI)", "p", m + " vs reference"});
+  }
+  if (reference == nullptr) return t;
+  for (const auto& group : groups) {
+    if (&group == reference) continue;
+    std::vector<std::string> row = {group.name};
+    for (const auto& m : metrics) {
+      const PairedComparison c = paired_by_seed(group, *reference, m);
+      row.push_back(delta_cell(c));
+      row.push_back(format_stat(c.p_value, "{:.3g}"));
+      row.push_back(to_string(c.verdict));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
+ComparisonTable seed_csv_table(const ResolvedExperiment& experiment,
+                               const std::vector<VariantResult>& results) {
+  const std::vector<std::string> metrics = seed_metric_names(results);
+  const std::vector<SeedRuns> groups = group_by_variant(results);
+  const SeedRuns* reference = find_group(groups, experiment.reference);
+  ComparisonTable t;
+  t.header = {"variant", "seeds"};
+  for (const auto& m : metrics) {
+    for (const char* suffix :
+         {"_mean", "_std", "_ci95", "_min", "_max", "_delta_vs_ref", "_delta_ci95_vs_ref",
+          "_delta_boot_lo_vs_ref", "_delta_boot_hi_vs_ref", "_p_vs_ref", "_verdict_vs_ref"}) {
+      t.header.push_back(m + suffix);
+    }
+  }
+  for (const auto& group : groups) {
+    std::vector<std::string> row = {group.name, std::to_string(group.runs.size())};
+    for (const auto& m : metrics) {
+      const SampleSummary s = summarize(metric_values(group, m));
+      for (const double v : {s.mean, s.stddev, s.ci95, s.min, s.max}) {
+        row.push_back(format_stat(v, "{:.6g}"));
+      }
+      if (reference == nullptr) {
+        row.insert(row.end(), 6, "");
+        continue;
+      }
+      const PairedComparison c = paired_by_seed(group, *reference, m);
+      row.push_back(format_stat(c.mean_delta, "{:.6g}"));
+      row.push_back(format_stat(c.ci95, "{:.6g}"));
+      row.push_back(c.bootstrap_ci95 ? format_stat(c.bootstrap_ci95->first, "{:.6g}") : "");
+      row.push_back(c.bootstrap_ci95 ? format_stat(c.bootstrap_ci95->second, "{:.6g}") : "");
+      row.push_back(format_stat(c.p_value, "{:.6g}"));
+      row.push_back(&group == reference ? "reference" : to_string(c.verdict));
+    }
+    t.rows.push_back(std::move(row));
+  }
+  return t;
+}
+
 ComparisonTable comparison_table(const ResolvedExperiment& experiment,
                                  const std::vector<VariantResult>& results) {
+  if (has_seeds(results)) return seed_summary_table(experiment, results);
   // Metric columns: every metric any variant reported, in first-seen order.
   std::vector<std::string> metric_names;
   for (const auto& r : results) {
@@ -90,13 +275,8 @@ std::string csv_field(const std::string& s) {
 
 }  // namespace
 
-std::string comparison_markdown(const ResolvedExperiment& experiment,
-                                const std::vector<VariantResult>& results) {
-  ComparisonTable t = comparison_table(experiment, results);
-  std::string out =
-      fmt::format("# {}: comparison\n\nReference variant: `{}`. Experiment file: `{}`.\n\n",
-                  experiment.name, experiment.reference, experiment.file.string());
-  out += "| " + fmt::format("{}", fmt::join(t.header, " | ")) + " |\n";
+std::string markdown_table(const ComparisonTable& t) {
+  std::string out = "| " + fmt::format("{}", fmt::join(t.header, " | ")) + " |\n";
   out += "|";
   for (size_t i = 0; i < t.header.size(); ++i) out += i == 0 ? "---|" : "---:|";
   out += "\n";
@@ -104,9 +284,30 @@ std::string comparison_markdown(const ResolvedExperiment& experiment,
   return out;
 }
 
+std::string comparison_markdown(const ResolvedExperiment& experiment,
+                                const std::vector<VariantResult>& results) {
+  std::string out =
+      fmt::format("# {}: comparison\n\nReference variant: `{}`. Experiment file: `{}`.\n\n",
+                  experiment.name, experiment.reference, experiment.file.string());
+  if (!has_seeds(results)) return out + markdown_table(comparison_table(experiment, results));
+  out += fmt::format(
+      "Every variant ran once per seed ({}). Mean over the seeds ± the half-width of its 95% "
+      "confidence interval (Student's t, n − 1 degrees of freedom).\n\n",
+      fmt::join(experiment.seeds, ", "));
+  out += markdown_table(seed_summary_table(experiment, results));
+  out += fmt::format(
+      "\nAgainst `{}`, paired by seed: the mean difference (variant − reference) ± its 95% CI, "
+      "with a percentile bootstrap interval from 5 seeds on; p from a two-sided paired t-test; "
+      "`better` or `worse` when p < 0.05 (lower is better for losses), else no significant "
+      "difference. Per-metric columns for every statistic are in comparison.csv.\n\n",
+      experiment.reference);
+  return out + markdown_table(seed_paired_table(experiment, results));
+}
+
 std::string comparison_csv(const ResolvedExperiment& experiment,
                            const std::vector<VariantResult>& results) {
-  ComparisonTable t = comparison_table(experiment, results);
+  const ComparisonTable t = has_seeds(results) ? seed_csv_table(experiment, results)
+                                               : comparison_table(experiment, results);
   auto line = [](const std::vector<std::string>& fields) {
     std::string out;
     for (size_t i = 0; i < fields.size(); ++i) out += (i ? "," : "") + csv_field(fields[i]);

@@ -18,7 +18,8 @@ namespace bertlab {
 /// What one variant produced, for the comparison table.
 struct VariantResult {
   std::string name;
-  std::filesystem::path dir;         ///< runs/<experiment>/<variant>/
+  std::optional<int64_t> seed;       ///< this run's seed when the variant ran with several
+  std::filesystem::path dir;         ///< runs/<experiment>/<variant>/[seed-<seed>/]
   int64_t steps = 0;                 ///< optimizer steps taken
   double final_loss = 0.0;           ///< mean training loss over the last logging window
   Metrics eval_metrics;              ///< empty when do_eval is false
@@ -35,6 +36,27 @@ struct ComparisonTable {
 };
 ComparisonTable comparison_table(const ResolvedExperiment& experiment,
                                  const std::vector<VariantResult>& results);
+
+/// True when the variants ran with several seeds (VariantResult::seed set): the comparison then
+/// aggregates each variant's runs.
+bool has_seeds(const std::vector<VariantResult>& results);
+
+/// With several seeds: per variant the number of seeds and, per metric (final_loss, the eval
+/// metrics, examples_per_second), mean ± 95% CI half-width (Student's t).
+ComparisonTable seed_summary_table(const ResolvedExperiment& experiment,
+                                   const std::vector<VariantResult>& results);
+/// With several seeds: every variant but the reference against it, paired by seed: mean
+/// difference ± 95% CI (and the bootstrap interval from 5 seeds), paired t-test p, verdict.
+ComparisonTable seed_paired_table(const ResolvedExperiment& experiment,
+                                  const std::vector<VariantResult>& results);
+/// With several seeds: comparison.csv's columns, per metric M: M_mean, M_std, M_ci95, M_min,
+/// M_max, M_delta_vs_ref, M_delta_ci95_vs_ref, M_delta_boot_lo_vs_ref, M_delta_boot_hi_vs_ref,
+/// M_p_vs_ref, M_verdict_vs_ref; and seeds.
+ComparisonTable seed_csv_table(const ResolvedExperiment& experiment,
+                               const std::vector<VariantResult>& results);
+
+/// A Markdown table (first column left-aligned, the others right).
+std::string markdown_table(const ComparisonTable& table);
 
 /// comparison.md / comparison.csv contents from the results (the reference may be absent).
 std::string comparison_markdown(const ResolvedExperiment& experiment,

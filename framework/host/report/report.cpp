@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "report/svg_plot.h"
 
@@ -135,7 +136,7 @@ std::string plots_markdown(const std::vector<ReportPlot>& plots) {
 std::string report_html(const ResolvedExperiment& experiment, const ComparisonTable& table,
                         const std::vector<std::string>& labels,
                         const std::vector<VariantOutputs>& outputs,
-                        const std::vector<ReportPlot>& plots) {
+                        const std::vector<ReportPlot>& plots, const ComparisonTable* paired) {
   std::string out = html_page_start(experiment.name + ": bertlab report");
   out += fmt::format("<h1>{}: comparison</h1>\n", xml_escape(experiment.name));
   out += fmt::format(
@@ -143,6 +144,13 @@ std::string report_html(const ResolvedExperiment& experiment, const ComparisonTa
       "<code>{}</code>.</p>\n",
       xml_escape(experiment.reference), xml_escape(experiment.file.string()));
   out += "<h2>Variants</h2>\n" + html_table(table.header, table.rows);
+  if (paired != nullptr) {
+    out += fmt::format(
+        "<h2>Against {}, paired by seed</h2>\n<p class=\"meta\">Mean difference (variant − "
+        "reference) ± 95% CI; p: two-sided paired t-test; better or worse at p &lt; 0.05.</p>\n",
+        xml_escape(experiment.reference));
+    out += html_table(paired->header, paired->rows);
+  }
 
   const std::vector<std::string> metrics = eval_metric_names(outputs);
   if (!metrics.empty()) {
@@ -184,14 +192,19 @@ std::string write_comparison(const fs::path& dir, const ResolvedExperiment& expe
                              const std::vector<VariantResult>& results,
                              const std::vector<VariantOutputs>& outputs) {
   std::vector<std::string> labels;
-  for (const auto& r : results) labels.push_back(r.name);
+  for (const auto& r : results) {
+    labels.push_back(r.seed ? fmt::format("{} seed {}", r.name, *r.seed) : r.name);
+  }
   const std::vector<ReportPlot> plots = report_plots(labels, outputs);
   for (const auto& p : plots) write_file_atomic(dir / p.file, p.svg);
   const std::string md = comparison_markdown(experiment, results) + plots_markdown(plots);
   write_file_atomic(dir / "comparison.md", md);
   write_file_atomic(dir / "comparison.csv", comparison_csv(experiment, results));
   const ComparisonTable table = comparison_table(experiment, results);
-  write_file_atomic(dir / "report.html", report_html(experiment, table, labels, outputs, plots));
+  std::optional<ComparisonTable> paired;
+  if (has_seeds(results)) paired = seed_paired_table(experiment, results);
+  write_file_atomic(dir / "report.html", report_html(experiment, table, labels, outputs, plots,
+                                                     paired ? &*paired : nullptr));
   return md;
 }
 

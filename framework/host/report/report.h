@@ -36,11 +36,13 @@ std::vector<ReportPlot> report_plots(const std::vector<std::string>& labels,
 /// The Markdown section linking the plots (relative paths), appended to comparison.md.
 std::string plots_markdown(const std::vector<ReportPlot>& plots);
 
-/// report.html: the comparison table, the plots inline, eval metrics side by side.
+/// report.html: the comparison table, the plots inline, eval metrics side by side; with several
+/// seeds also `paired`, the variants against the reference (seed_paired_table).
 std::string report_html(const ResolvedExperiment& experiment, const ComparisonTable& table,
                         const std::vector<std::string>& labels,
                         const std::vector<VariantOutputs>& outputs,
-                        const std::vector<ReportPlot>& plots);
+                        const std::vector<ReportPlot>& plots,
+                        const ComparisonTable* paired = nullptr);
 
 /// Writes comparison.md, comparison.csv, plots/*.svg and report.html into `dir` (each
 /// atomically); results[i] and outputs[i] are the same variant, named results[i].name.

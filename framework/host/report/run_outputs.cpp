@@ -103,6 +103,7 @@ std::string summary_json(const RunSummary& s) {
   j["experiment_file"] = s.experiment_file;
   j["reference"] = s.reference;
   j["variant"] = s.variant;
+  if (s.seed) j["seed"] = *s.seed;
   j["steps"] = s.steps;
   j["final_loss"] = s.final_loss;
   j["examples_per_second"] = s.examples_per_second;
@@ -118,6 +119,9 @@ RunSummary parse_summary(std::string_view text, const std::string& file) {
   s.experiment_file = string_or(j, "experiment_file");
   s.reference = string_or(j, "reference");
   s.variant = string_or(j, "variant");
+  if (auto seed = j.find("seed"); seed != j.end() && seed->is_number_integer()) {
+    s.seed = seed->get<int64_t>();
+  }
   auto steps = j.find("steps");
   s.steps = steps != j.end() && steps->is_number_integer() ? steps->get<int64_t>() : 0;
   s.final_loss = number_or(j, "final_loss", kNaN);
@@ -184,9 +188,28 @@ std::vector<fs::path> variant_dirs(const fs::path& dir) {
                     dir.string()));
   }
   if (is_variant_dir(dir)) return {dir};
-  std::vector<fs::path> out;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_directory(ec) && is_variant_dir(entry.path())) out.push_back(entry.path());
+  // A variant run with several seeds keeps each run in VARIANT/seed-S/.
+  auto seed_runs = [&ec](const fs::path& variant) {
+    std::vector<fs::path> runs;
+    for (const auto& entry : fs::directory_iterator(variant, ec)) {
+      const std::string name = entry.path().filename().string();
+      if (name.rfind("seed-", 0) == 0 && entry.is_directory(ec) && is_variant_dir(entry.path())) {
+        runs.push_back(entry.path());
+      }
+    }
+    return runs;
+  };
+  std::vector<fs::path> out = seed_runs(dir);
+  if (out.empty()) {
+    for (const auto& entry : fs::directory_iterator(dir, ec)) {
+      if (!entry.is_directory(ec)) continue;
+      if (is_variant_dir(entry.path())) {
+        out.push_back(entry.path());
+      } else {
+        const auto runs = seed_runs(entry.path());
+        out.insert(out.end(), runs.begin(), runs.end());
+      }
+    }
   }
   std::sort(out.begin(), out.end());
   if (out.empty()) {

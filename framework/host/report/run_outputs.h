@@ -35,6 +35,7 @@ struct RunSummary {
   std::string experiment_file;  ///< the TOML file
   std::string reference;        ///< [compare] reference
   std::string variant;          ///< variant name
+  std::optional<int64_t> seed;  ///< with several seeds: this run's ("seed" in the file)
   int64_t steps = 0;
   double final_loss = 0.0;
   double examples_per_second = 0.0;  ///< over the whole training

@@ -87,6 +87,7 @@ void write_variant_summary(const ResolvedExperiment& experiment, const ResolvedV
   summary.experiment_file = experiment.file.string();
   summary.reference = experiment.reference;
   summary.variant = variant.name;
+  summary.seed = variant.repeat_seed;
   summary.steps = result.steps;
   summary.final_loss = result.final_loss;
   summary.examples_per_second = result.examples_per_second;
@@ -305,7 +306,8 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   const double start_time = unix_time_now();
   VariantResult result;
   result.name = variant.name;
-  result.dir = experiment.output_dir / experiment.name / variant.name;
+  result.seed = variant.repeat_seed;
+  result.dir = experiment.output_dir / experiment.name / variant.run_folder();
   // Held until this variant is done: a second bertlab on the same folder stops before writing.
   std::optional<RunFolderLock> lock;
   if (files) {
@@ -321,9 +323,11 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   const c10::Device device = resolve_device(o.device, process);
   log_info(
       "train",
-      "variant '{}': task {}, strategy {}, optimizer {}, {} thread(s), device {}, precision {}",
-      variant.name, variant.task.plugin, variant.strategy.plugin, variant.optimizer.plugin, threads,
-      device.str(), o.precision.precision);
+      "variant '{}'{}: task {}, strategy {}, optimizer {}, {} thread(s), device {}, precision {}",
+      variant.name,
+      variant.repeat_seed ? fmt::format(" (seed {})", *variant.repeat_seed) : std::string(),
+      variant.task.plugin, variant.strategy.plugin, variant.optimizer.plugin, threads, device.str(),
+      o.precision.precision);
   if (device.is_cuda()) set_tf32(o.precision.allow_tf32);
 
   FullTokenizer tokenizer(o.vocab_file, o.do_lower_case);
