@@ -350,6 +350,67 @@ TEST_F(ExperimentConfig, SeedsExpandEveryVariantAndBadListsAreRefused) {
       << joined(errors_of(in_variant));
 }
 
+// [sweep]: a grid of 2 × 2 and a zip of 2, alone and with written variants; the generated
+// variants validated like written ones, errors at the sweep's lines.
+TEST_F(ExperimentConfig, SweepsGenerateNamedVariantsValidatedLikeWrittenOnes) {
+  const std::string grid =
+      "\n[sweep]\n[sweep.optimizer]\nlearning_rate = [5e-5, 1e-4]\n[sweep.train]\n"
+      "train_batch_size = [16, 32]\n";
+  fs::path path = write_experiment(grid);
+  const auto& registry = testing::builtin_plugins().registry();
+  ResolvedExperiment e = resolve_experiment(parse_experiment_file(path), registry, {});
+  std::vector<std::string> names;
+  for (const auto& v : e.variants) names.push_back(v.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"learning_rate=5e-05,train_batch_size=16",
+                                             "learning_rate=5e-05,train_batch_size=32",
+                                             "learning_rate=0.0001,train_batch_size=16",
+                                             "learning_rate=0.0001,train_batch_size=32"}));
+  EXPECT_DOUBLE_EQ(e.variants[2].optimizer.options.get_float("learning_rate"), 1e-4);
+  EXPECT_EQ(e.variants[2].train.get_int("train_batch_size"), 16);
+  // zip, applied to each written variant.
+  fs::path zip = write_experiment(
+      "\n[[variant]]\nname = \"adam\"\n\n[[variant]]\nname = \"lamb\"\noptimizer.plugin = "
+      "\"lamb\"\n\n[sweep]\nmode = \"zip\"\n[sweep.optimizer]\nlearning_rate = [1e-4, 2e-4]\n"
+      "[sweep.train]\ntrain_batch_size = [8, 16]\n",
+      "zip.toml");
+  e = resolve_experiment(parse_experiment_file(zip), registry, {});
+  ASSERT_EQ(e.variants.size(), 4u);
+  EXPECT_EQ(e.variants[3].name, "lamb,learning_rate=0.0002,train_batch_size=16");
+  EXPECT_EQ(e.variants[3].optimizer.plugin, "lamb");
+  EXPECT_EQ(e.variants[3].train.get_int("train_batch_size"), 16);
+  // A key no plugin declares: FILE:LINE:COL of the sweep's key, once.
+  fs::path typo =
+      write_experiment("\n[sweep]\n[sweep.optimizer]\nlearning_rat = [5e-5, 1e-4]\n", "typo.toml");
+  auto errors = errors_of(typo);
+  ASSERT_EQ(errors.size(), 1u) << joined(errors);
+  EXPECT_NE(errors[0].find(typo.string() + ":24:1: optimizer.learning_rat: unknown key"),
+            std::string::npos)
+      << errors[0];
+  // A value out of range: the value's own position in the list.
+  fs::path range =
+      write_experiment("\n[sweep]\n[sweep.train]\ntrain_batch_size = [16, -1]\n", "range.toml");
+  EXPECT_NE(joined(errors_of(range))
+                .find(range.string() + ":24:25: train.train_batch_size: must be >= 1, got -1"),
+            std::string::npos)
+      << joined(errors_of(range));
+  // zip lists of different lengths; more runs than max_runs.
+  fs::path uneven = write_experiment(
+      "\n[sweep]\nmode = \"zip\"\n[sweep.optimizer]\nlearning_rate = [1e-4, 2e-4]\n"
+      "[sweep.train]\ntrain_batch_size = [8]\n",
+      "uneven.toml");
+  EXPECT_NE(joined(errors_of(uneven)).find("1 values, but sweep.optimizer.learning_rate has 2"),
+            std::string::npos)
+      << joined(errors_of(uneven));
+  std::string many = grid;
+  many.insert(many.find("[sweep.optimizer]"), "max_runs = 3\n");
+  fs::path capped = write_experiment(many, "capped.toml");
+  EXPECT_NE(joined(errors_of(capped))
+                .find("sweep: 4 runs (4 variants × 1 seed(s)) is more than "
+                      "max_runs = 3"),
+            std::string::npos)
+      << joined(errors_of(capped));
+}
+
 TEST_F(ExperimentConfig, SyntaxErrorReportsTomlPosition) {
   fs::path path = dir_ / "broken.toml";
   write_file(path, "[experiment]\nname = \"x\nseed = 1\n");

@@ -47,12 +47,31 @@ struct VariantData {
   std::map<std::string, Setting> expectation;   ///< expect, rtol, atol (for gradcheck)
 };
 
+/// One axis of a [sweep]: `[sweep.SECTION] KEY = [v1, v2, ...]`.
+struct SweepAxis {
+  std::string section;
+  std::string key;
+  std::vector<Setting> values;  ///< each with its own position in the list
+  Location loc;                 ///< the key
+};
+
+/// A [sweep] table: variants generated from lists of values.
+struct Sweep {
+  std::string mode = "grid";  ///< "grid": every combination; "zip": the lists in lockstep
+  int64_t max_runs = 256;     ///< more runs (variants × seeds) is an error
+  std::vector<SweepAxis> axes;
+  Location loc;  ///< the [sweep] header
+};
+
 /// A parsed experiment file, before merging and validation.
 struct ExperimentFile {
   std::filesystem::path path;      ///< as the user named it
   std::filesystem::path base_dir;  ///< absolute folder of the file: paths resolve against it
   std::map<std::string, SectionData> base;
+  /// The [[variant]]s as written, then (with a [sweep]) replaced by the generated ones: each
+  /// combination of the sweep's values, or each written variant with each combination.
   std::vector<VariantData> variants;
+  std::optional<Sweep> sweep;
   std::optional<Setting> reference;  ///< [compare] reference
   /// [experiment] seeds = [...]: every variant runs once per seed (empty: not written).
   std::vector<int64_t> seeds;

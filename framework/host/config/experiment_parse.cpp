@@ -218,16 +218,16 @@ void read_compare(const toml::table& table, ParseState& state) {
 std::string unknown_top_level(const std::string& key, const toml::node& node, const Location& loc) {
   std::vector<std::string> all = known_sections();
   all.push_back("variant");
+  all.push_back("sweep");
   all.push_back("compare");
   auto close = closest_match(key, all);
   std::string what = node.is_table() ? "unknown section" : "unknown top-level key";
   return fmt::format("{}: {}: {}{}", loc.format(), key, what,
                      close ? fmt::format("; did you mean '{}'?", *close)
                            : "; known sections: experiment, model, task, strategy, optimizer, "
-                             "train, variant, compare");
+                             "train, variant, sweep, compare");
 }
 
-// Reads one top-level key: a section table, the [[variant]] array or [compare].
 // [experiment] seeds = [1, 2, 3]: distinct non-negative integers, into state.out.seeds (and out
 // of the section's keys, which hold scalars).
 void read_seeds(const toml::table& experiment, ParseState& state) {
@@ -262,6 +262,156 @@ void read_seeds(const toml::table& experiment, ParseState& state) {
   }
 }
 
+// Reads [sweep]: mode, max_runs and [sweep.SECTION] tables of lists.
+void read_sweep(const toml::table& table, ParseState& state) {
+  Sweep sweep;
+  sweep.loc = location_of(table, state.origin);
+  for (const auto& [key_node, node] : table) {
+    const std::string key(key_node.str());
+    const Location loc = key_location(key_node, node, state.origin);
+    if (key == "mode") {
+      const auto mode = node.as_string();
+      if (mode == nullptr || (mode->get() != "grid" && mode->get() != "zip")) {
+        state.errors.push_back(fmt::format(
+            "{}: sweep.mode: must be \"grid\" (every combination) or \"zip\" (the lists in "
+            "lockstep)",
+            loc.format()));
+      } else {
+        sweep.mode = mode->get();
+      }
+      continue;
+    }
+    if (key == "max_runs") {
+      const auto runs = node.as_integer();
+      if (runs == nullptr || runs->get() < 1) {
+        state.errors.push_back(
+            fmt::format("{}: sweep.max_runs: must be an integer >= 1", loc.format()));
+      } else {
+        sweep.max_runs = runs->get();
+      }
+      continue;
+    }
+    const auto& sections = known_sections();
+    const auto section = node.as_table();
+    if (section == nullptr || std::find(sections.begin(), sections.end(), key) == sections.end()) {
+      auto close = closest_match(key, sections);
+      state.errors.push_back(fmt::format(
+          "{}: sweep.{}: unknown key{}; a sweep holds mode, max_runs and tables of lists such as "
+          "[sweep.optimizer] learning_rate = [5e-5, 1e-4]",
+          loc.format(), key, close ? fmt::format("; did you mean [sweep.{}]?", *close) : ""));
+      continue;
+    }
+    for (const auto& [axis_key, axis_node] : *section) {
+      SweepAxis axis;
+      axis.section = key;
+      axis.key = std::string(axis_key.str());
+      axis.loc = key_location(axis_key, axis_node, state.origin);
+      const auto values = axis_node.as_array();
+      if (values == nullptr || values->empty()) {
+        state.errors.push_back(
+            fmt::format("{}: sweep.{}.{}: must be a non-empty list of values, e.g. [1e-4, 3e-4]",
+                        axis.loc.format(), key, axis.key));
+        continue;
+      }
+      for (const auto& v : *values) {
+        axis.values.push_back(to_setting(v, location_of(v, state.origin)));
+      }
+      sweep.axes.push_back(std::move(axis));
+    }
+  }
+  if (sweep.axes.empty()) {
+    state.errors.push_back(fmt::format(
+        "{}: sweep: no lists to sweep; add e.g. [sweep.optimizer] learning_rate = [5e-5, 1e-4]",
+        sweep.loc.format()));
+  }
+  state.out.sweep = std::move(sweep);
+}
+
+/// A sweep value in a variant name: 5e-05, 16, true, adam.
+std::string name_value(const Setting& s) {
+  if (!s.value) return s.toml_type;
+  if (const auto* d = std::get_if<double>(&*s.value)) return fmt::format("{}", *d);
+  if (const auto* str = std::get_if<std::string>(&*s.value)) return *str;
+  return format_value(*s.value);
+}
+
+// The variants of state.out.sweep: each combination of its values (grid, in the order written,
+// the last list varying fastest; or zip), alone or applied to each written variant. A generated
+// variant is named by its values, `key=value,...` (section.key where two sections share a key),
+// after the written variant's name.
+void generate_sweep_variants(ParseState& state) {
+  const Sweep& sweep = *state.out.sweep;
+  const auto& axes = sweep.axes;
+  if (axes.empty()) return;
+  std::vector<std::vector<size_t>> combos;  // [combination][axis] value index
+  if (sweep.mode == "zip") {
+    for (const auto& a : axes) {
+      if (a.values.size() != axes.front().values.size()) {
+        state.errors.push_back(fmt::format(
+            "{}: sweep.{}.{}: {} values, but sweep.{}.{} has {}; mode = \"zip\" takes the lists "
+            "in lockstep, so give them the same length (or use mode = \"grid\")",
+            a.loc.format(), a.section, a.key, a.values.size(), axes.front().section,
+            axes.front().key, axes.front().values.size()));
+        return;
+      }
+    }
+    for (size_t i = 0; i < axes.front().values.size(); ++i) {
+      combos.emplace_back(axes.size(), i);
+    }
+  } else {
+    combos.emplace_back();
+    for (const auto& a : axes) {
+      std::vector<std::vector<size_t>> next;
+      for (const auto& c : combos) {
+        for (size_t i = 0; i < a.values.size(); ++i) {
+          next.push_back(c);
+          next.back().push_back(i);
+        }
+      }
+      combos = std::move(next);
+    }
+  }
+  auto label = [&](size_t axis) {
+    for (size_t j = 0; j < axes.size(); ++j) {
+      if (j != axis && axes[j].key == axes[axis].key) {
+        return axes[axis].section + "." + axes[axis].key;
+      }
+    }
+    return axes[axis].key;
+  };
+  std::vector<VariantData> written = std::move(state.out.variants);
+  const bool alone = written.empty();
+  if (alone) {
+    VariantData base;
+    base.loc = sweep.loc;
+    written.push_back(base);
+  }
+  std::vector<VariantData> generated;
+  for (const auto& w : written) {
+    for (const auto& c : combos) {
+      VariantData v = w;
+      std::vector<std::string> parts;
+      if (!alone) parts.push_back(w.name);
+      for (size_t a = 0; a < axes.size(); ++a) {
+        const Setting& value = axes[a].values[c[a]];
+        Setting setting = value;
+        setting.loc = axes[a].loc;  // unknown keys point at the key, bad values at the value
+        v.sections[axes[a].section].keys[axes[a].key] = setting;
+        v.sections[axes[a].section].present = true;
+        parts.push_back(label(a) + "=" + name_value(value));
+      }
+      v.name = fmt::format("{}", fmt::join(parts, ","));
+      if (auto problem = path_component_problem(v.name)) {
+        state.errors.push_back(
+            fmt::format("{}: sweep: the generated variant name {}", sweep.loc.format(), *problem));
+      }
+      generated.push_back(std::move(v));
+    }
+  }
+  state.out.variants = std::move(generated);
+}
+
+// Reads one top-level key: a section table, the [[variant]] array, [sweep] or [compare].
 void read_top_level(const std::string& key, const toml::node& node, ParseState& state) {
   const Location loc = location_of(node, state.origin);
   const auto& sections = known_sections();
@@ -280,6 +430,12 @@ void read_top_level(const std::string& key, const toml::node& node, ParseState& 
       return;
     }
     for (size_t i = 0; i < array->size(); ++i) read_variant(*array->get(i)->as_table(), i, state);
+  } else if (key == "sweep") {
+    if (auto table = node.as_table()) {
+      read_sweep(*table, state);
+    } else {
+      state.errors.push_back(fmt::format("{}: sweep: must be a table [sweep]", loc.format()));
+    }
   } else if (key == "compare") {
     if (auto table = node.as_table()) {
       read_compare(*table, state);
@@ -319,6 +475,7 @@ ExperimentFile parse_experiment_file(const fs::path& path) {
     auto& data = state.out.base[section];
     if (!data.present) data.loc = Location{state.origin, 0, 0, false};
   }
+  if (state.out.sweep && state.errors.empty()) generate_sweep_variants(state);
   check_duplicate_names(state);
   if (!state.errors.empty()) throw ConfigError(state.errors);
   return std::move(state.out);

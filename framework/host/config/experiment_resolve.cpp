@@ -640,6 +640,16 @@ ResolvedExperiment resolve_experiment(const ExperimentFile& file, const Componen
   if (!errors.empty()) throw ConfigError(errors);
 
   expand_seeds(file, out);
+  if (file.sweep) {
+    const size_t runs = file.variants.size() * out.seeds.size();
+    if (runs > static_cast<size_t>(file.sweep->max_runs)) {
+      throw ConfigError(fmt::format(
+          "{}: sweep: {} runs ({} variants × {} seed(s)) is more than max_runs = {}; narrow the "
+          "sweep, or raise [sweep] max_runs if you mean it",
+          file.sweep->loc.format(), runs, file.variants.size(), out.seeds.size(),
+          file.sweep->max_runs));
+    }
+  }
   const ConfigView& exp = out.variants.front().experiment;
   out.name = exp.get_string("name");
   if (options.output_dir) {
