@@ -262,6 +262,97 @@ TEST(EndToEndSeeds, EveryVariantRunsOncePerSeedAndTheComparisonAggregatesThem) {
   EXPECT_EQ(read_file(exp / "comparison.csv"), csv_text);
 }
 
+// --jobs 2: the 6 runs as processes, 2 at a time, with the same metrics as one after another; a
+// second invocation runs nothing (every run finished with the same configuration).
+TEST(EndToEndJobs, TwoAtATimeGiveTheSameMetricsAndASecondInvocationSkipsEveryRun) {
+  TempDir one, two;
+  const std::vector<std::string> common = {"run",   data_path("experiments/overfit.toml").string(),
+                                           "--set", "experiment.repeats=3",
+                                           "--set", "train.num_train_steps=20"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  auto serial = run_bertlab(with({"--output-dir", one.path().string()}));
+  ASSERT_EQ(serial.exit_code, 0) << serial.err;
+  auto parallel = run_bertlab(with({"--output-dir", two.path().string(), "--jobs", "2"}));
+  ASSERT_EQ(parallel.exit_code, 0) << parallel.out << parallel.err;
+  EXPECT_NE(parallel.out.find("[sparse seed 9] "), std::string::npos) << parallel.out;
+  EXPECT_NE(parallel.err.find("6/6 runs done"), std::string::npos) << parallel.err;
+  for (const char* variant : {"dense", "sparse"}) {
+    for (const char* seed : {"seed-7", "seed-8", "seed-9"}) {
+      const fs::path run = fs::path("overfit") / variant / seed;
+      EXPECT_EQ(without_timings(two.path() / run / "metrics.jsonl"),
+                without_timings(one.path() / run / "metrics.jsonl"))
+          << run;
+      EXPECT_EQ(read_file(two.path() / run / "eval_results.json"),
+                read_file(one.path() / run / "eval_results.json"))
+          << run;
+      EXPECT_EQ(read_file(two.path() / run / "model.safetensors"),
+                read_file(one.path() / run / "model.safetensors"))
+          << run;
+    }
+  }
+  const std::string csv = read_file(two.path() / "overfit/comparison.csv");
+  auto again = run_bertlab(with({"--output-dir", two.path().string(), "--jobs", "2"}));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("0 run(s) to do, 2 at a time"), std::string::npos) << again.err;
+  EXPECT_EQ(again.out.find("[dense seed 7] "), std::string::npos) << "nothing may run again";
+  EXPECT_EQ(read_file(two.path() / "overfit/comparison.csv"), csv);
+  // One after another skips them too; --rerun runs them.
+  auto serial_again = run_bertlab(with({"--output-dir", one.path().string()}));
+  EXPECT_NE(serial_again.err.find("variant 'dense' (seed 8): finished before with the same "
+                                  "configuration"),
+            std::string::npos)
+      << serial_again.err;
+  auto rerun = run_bertlab(with(
+      {"--output-dir", one.path().string(), "--variant", "dense", "--run-seed", "8", "--rerun"}));
+  ASSERT_EQ(rerun.exit_code, 0) << rerun.err;
+  EXPECT_NE(rerun.err.find("variant 'dense' (seed 8): task"), std::string::npos) << rerun.err;
+  EXPECT_EQ(rerun.err.find("seed 7"), std::string::npos) << rerun.err;
+}
+
+// SIGINT to `bertlab run --jobs 2` stops both runs after their current step with a checkpoint;
+// the next invocation resumes them and ends with the metrics of an uninterrupted run.
+TEST(EndToEndJobs, AStoppedStudyResumesWhereItsRunsStopped) {
+  TempDir dir, straight;
+  const std::vector<std::string> common = {
+      "run",       data_path("experiments/overfit.toml").string(),
+      "--variant", "dense",
+      "--set",     "experiment.repeats=2",
+      "--set",     "train.num_train_steps=200",
+      "--set",     "train.save_checkpoints_steps=10"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = common;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  const fs::path checkpoints = dir.path() / "overfit/dense/seed-8/checkpoints";
+  auto stopped = testing::run_bertlab_signalled(
+      with({"--output-dir", dir.path().string(), "--jobs", "2"}), SIGINT, [&] {
+        std::error_code ec;
+        return fs::is_directory(checkpoints, ec) && !fs::is_empty(checkpoints, ec);
+      });
+  EXPECT_EQ(stopped.exit_code, 128 + SIGINT) << stopped.out << stopped.err;
+  EXPECT_NE(stopped.err.find("SIGINT: stopping 2 run(s) after their current step"),
+            std::string::npos)
+      << stopped.err;
+  EXPECT_FALSE(fs::exists(dir.path() / "overfit/dense/seed-8/run_summary.json"));
+  auto resumed = run_bertlab(with({"--output-dir", dir.path().string(), "--jobs", "2"}));
+  ASSERT_EQ(resumed.exit_code, 0) << resumed.out << resumed.err;
+  EXPECT_NE(resumed.out.find("[dense seed 8] "), std::string::npos);
+  EXPECT_NE(resumed.out.find("resuming from"), std::string::npos) << resumed.out;
+  auto uninterrupted = run_bertlab(with({"--output-dir", straight.path().string()}));
+  ASSERT_EQ(uninterrupted.exit_code, 0) << uninterrupted.err;
+  for (const char* seed : {"seed-7", "seed-8"}) {
+    const fs::path run = fs::path("overfit/dense") / seed;
+    EXPECT_EQ(without_timings(dir.path() / run / "metrics.jsonl"),
+              without_timings(straight.path() / run / "metrics.jsonl"))
+        << run;
+  }
+}
+
 TEST(EndToEndValidation, ATypoStopsTheRunBeforeAnyWork) {
   TempDir dir;
   std::string text = read_file(data_path("experiments/overfit.toml"));

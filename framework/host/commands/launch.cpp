@@ -9,16 +9,14 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <memory>
 
 #include "commands/commands.h"
+#include "runtime/child_process.h"
 
 namespace bertlab {
 
@@ -42,96 +40,22 @@ int free_port() {
   return ntohs(addr.sin_port);
 }
 
-struct Rank {
-  pid_t pid = -1;
-  int fd = -1;          // read end of the rank's merged stdout/stderr
-  std::string pending;  // output not yet ending in a newline
-  bool done = false;
-  int exit_code = 0;
-  std::string how;  // "exited with 3", "was killed by SIGKILL (exit code 137)"
-};
-
-/// SIGKILL, SIGSEGV, ... (signal 42 when the C library has no name for it).
-std::string sigabbrev(int signal) {
-  const char* name = ::sigabbrev_np(signal);
-  return name != nullptr ? fmt::format("SIG{}", name) : fmt::format("signal {}", signal);
-}
-
-void emit(int rank, const std::string& line) {
-  std::string out = fmt::format("[rank {}] {}\n", rank, line);
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  std::fflush(stdout);
-}
-
-/// Starts rank `r` of `world` running `command` with torchrun's variables; its stdout and
-/// stderr go to a pipe whose read end the returned Rank holds.
-Rank start_rank(int r, int world, int port, const std::vector<std::string>& command) {
-  int fds[2];
-  BERTLAB_CHECK(::pipe(fds) == 0, "launch: pipe: {}", std::strerror(errno));
-  pid_t pid = ::fork();
-  BERTLAB_CHECK(pid >= 0, "launch: fork: {}", std::strerror(errno));
-  if (pid == 0) {
-    ::setpgid(0, 0);
-    ::dup2(fds[1], STDOUT_FILENO);
-    ::dup2(fds[1], STDERR_FILENO);
-    ::close(fds[0]);
-    ::close(fds[1]);
-    const std::string n = std::to_string(world);
-    ::setenv("RANK", std::to_string(r).c_str(), 1);
-    ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-    ::setenv("WORLD_SIZE", n.c_str(), 1);
-    ::setenv("LOCAL_WORLD_SIZE", n.c_str(), 1);
-    ::setenv("MASTER_ADDR", "127.0.0.1", 1);
-    ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
-    std::vector<char*> argv;
-    for (const auto& a : command) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execvp(argv[0], argv.data());
-    std::fprintf(stderr, "launch: cannot start %s: %s\n", argv[0], std::strerror(errno));
-    std::_Exit(127);
-  }
-  ::close(fds[1]);
-  Rank rank;
-  rank.pid = pid;
-  rank.fd = fds[0];
-  return rank;
-}
-
-/// Reads what rank `r` wrote and prints its complete lines. Returns false at the end of its
-/// output (the rank is done).
-bool forward_output(int r, Rank& rank) {
-  char buffer[4096];
-  ssize_t n = ::read(rank.fd, buffer, sizeof(buffer));
-  if (n < 0 && errno == EINTR) return true;
-  if (n <= 0) {
-    if (!rank.pending.empty()) emit(r, rank.pending);
-    return false;
-  }
-  rank.pending.append(buffer, static_cast<size_t>(n));
-  size_t nl;
-  while ((nl = rank.pending.find('\n')) != std::string::npos) {
-    emit(r, rank.pending.substr(0, nl));
-    rank.pending.erase(0, nl + 1);
-  }
-  return true;
-}
-
-/// Waits for the finished rank's process and records how it ended.
-void reap(Rank& rank) {
-  ::close(rank.fd);
-  rank.fd = -1;
-  int status = 0;
-  ::waitpid(rank.pid, &status, 0);
-  rank.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  rank.how = WIFEXITED(status) ? fmt::format("exited with {}", rank.exit_code)
-                               : fmt::format("was killed by {} (exit code {})",
-                                             sigabbrev(WTERMSIG(status)), rank.exit_code);
-  rank.done = true;
+/// Starts rank `r` of `world` running `command` with torchrun's variables.
+ChildProcess start_rank(int r, int world, int port, const std::vector<std::string>& command) {
+  const std::string n = std::to_string(world);
+  return start_child(command,
+                     {{"RANK", std::to_string(r)},
+                      {"LOCAL_RANK", std::to_string(r)},
+                      {"WORLD_SIZE", n},
+                      {"LOCAL_WORLD_SIZE", n},
+                      {"MASTER_ADDR", "127.0.0.1"},
+                      {"MASTER_PORT", std::to_string(port)}},
+                     "launch");
 }
 
 /// Forwards the ranks' output until every rank is done; the first to fail stops the others.
 /// Returns the first failed rank, or -1.
-int watch(std::vector<Rank>& ranks) {
+int watch(std::vector<ChildProcess>& ranks) {
   int first_failure = -1;
   size_t remaining = ranks.size();
   while (remaining > 0) {
@@ -148,8 +72,10 @@ int watch(std::vector<Rank>& ranks) {
       throw Error(fmt::format("launch: poll: {}", std::strerror(errno)));
     }
     for (size_t i = 0; i < polls.size(); ++i) {
-      Rank& rank = ranks[owners[i]];
-      if (polls[i].revents == 0 || forward_output(owners[i], rank)) continue;
+      ChildProcess& rank = ranks[owners[i]];
+      if (polls[i].revents == 0 || forward_output(rank, fmt::format("[rank {}] ", owners[i]))) {
+        continue;
+      }
       reap(rank);
       --remaining;
       if (rank.exit_code != 0 && first_failure < 0) {
@@ -173,10 +99,11 @@ int launch_processes(const LaunchOptions& options) {
                    "launch: no command; write `bertlab launch --nproc N -- bertlab run EXP.toml`");
   const int port = options.master_port > 0 ? options.master_port : free_port();
   std::vector<std::string> command = options.command;
-  if (command[0] == "bertlab") command[0] = std::filesystem::read_symlink("/proc/self/exe");
+  if (command[0] == "bertlab") command[0] = self_executable();
   log_info("comm", "launch: {} ranks, MASTER_ADDR=127.0.0.1 MASTER_PORT={}", options.nproc, port);
 
-  std::vector<Rank> ranks;
+  std::vector<ChildProcess> ranks;
+  ranks.reserve(static_cast<size_t>(options.nproc));
   for (int r = 0; r < options.nproc; ++r) {
     ranks.push_back(start_rank(r, options.nproc, port, command));
   }

@@ -19,8 +19,6 @@ namespace bertlab {
 
 namespace fs = std::filesystem;
 
-namespace {
-
 VariantResult result_from_outputs(const VariantOutputs& o, const std::string& label) {
   VariantResult r;
   r.name = label;
@@ -39,8 +37,6 @@ VariantResult result_from_outputs(const VariantOutputs& o, const std::string& la
   return r;
 }
 
-}  // namespace
-
 int compare_runs(const CompareOptions& options, std::ostream& out) {
   BERTLAB_CHECK(!options.runs.empty(), "compare: name at least one run folder");
   // Every variant folder once, in the order given.
@@ -53,6 +49,7 @@ int compare_runs(const CompareOptions& options, std::ostream& out) {
     }
   }
   std::vector<VariantOutputs> outputs;
+  outputs.reserve(dirs.size());
   for (const auto& d : dirs) outputs.push_back(read_variant_outputs(d));
 
   std::set<fs::path> parents;
@@ -84,7 +81,7 @@ int compare_runs(const CompareOptions& options, std::ostream& out) {
   for (const auto& o : outputs) {
     const std::string variant = variant_dir(o).filename().string();
     const std::string experiment = variant_dir(o).parent_path().filename().string();
-    labels.push_back(one_experiment ? variant : experiment + "/" + variant);
+    labels.push_back(one_experiment ? variant : fmt::format("{}/{}", experiment, variant));
   }
 
   ResolvedExperiment experiment;

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "report/comparison.h"
+#include "report/run_outputs.h"
+
 namespace bertlab {
 
 struct CompareOptions {
@@ -19,6 +22,10 @@ struct CompareOptions {
   /// among them, else the first variant.
   std::string reference;
 };
+
+/// What a finished run's folder holds, as the comparison takes it (final weights included),
+/// named `label`.
+VariantResult result_from_outputs(const VariantOutputs& outputs, const std::string& label);
 
 /// Reads every variant, writes the comparison files, prints the table to `out`. Throws
 /// ConfigError for a folder that is not a run, DataError for a malformed output file.

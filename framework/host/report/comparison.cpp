@@ -123,15 +123,11 @@ std::string mean_cell(const SampleSummary& s) {
   return format_stat(s.mean) + " ± " + format_stat(s.ci95);
 }
 
-/// "+0.0123 ± 0.0100", with the bootstrap interval when there is one.
+/// "+0.0123 ± 0.0100" (the interval omitted with one pair).
 std::string delta_cell(const PairedComparison& c) {
   if (c.n == 0) return "";
   std::string cell = format_stat(c.mean_delta, "{:+.4f}");
   if (std::isfinite(c.ci95)) cell += " ± " + format_stat(c.ci95);
-  if (c.bootstrap_ci95) {
-    cell += fmt::format(" (bootstrap {:+.4f} to {:+.4f})", c.bootstrap_ci95->first,
-                        c.bootstrap_ci95->second);
-  }
   return cell;
 }
 
@@ -159,21 +155,20 @@ ComparisonTable seed_paired_table(const ResolvedExperiment& experiment,
   const std::vector<SeedRuns> groups = group_by_variant(results);
   const SeedRuns* reference = find_group(groups, experiment.reference);
   ComparisonTable t;
-  t.header = {"variant"};
-  for (const auto& m : metrics) {
-    t.header.insert(t.header.end(), {"Δ " + m + " (95% CI)", "p", m + " vs reference"});
-  }
+  t.header = {"variant",          "metric", "seeds",  "Δ vs reference (95% CI)",
+              "bootstrap 95% CI", "p",      "verdict"};
   if (reference == nullptr) return t;
   for (const auto& group : groups) {
     if (&group == reference) continue;
-    std::vector<std::string> row = {group.name};
     for (const auto& m : metrics) {
       const PairedComparison c = paired_by_seed(group, *reference, m);
-      row.push_back(delta_cell(c));
-      row.push_back(format_stat(c.p_value, "{:.3g}"));
-      row.push_back(to_string(c.verdict));
+      t.rows.push_back({group.name, m, std::to_string(c.n), delta_cell(c),
+                        c.bootstrap_ci95
+                            ? fmt::format("{:+.4f} to {:+.4f}", c.bootstrap_ci95->first,
+                                          c.bootstrap_ci95->second)
+                            : "",
+                        format_stat(c.p_value, "{:.3g}"), to_string(c.verdict)});
     }
-    t.rows.push_back(std::move(row));
   }
   return t;
 }
@@ -296,10 +291,10 @@ std::string comparison_markdown(const ResolvedExperiment& experiment,
       fmt::join(experiment.seeds, ", "));
   out += markdown_table(seed_summary_table(experiment, results));
   out += fmt::format(
-      "\nAgainst `{}`, paired by seed: the mean difference (variant − reference) ± its 95% CI, "
-      "with a percentile bootstrap interval from 5 seeds on; p from a two-sided paired t-test; "
-      "`better` or `worse` when p < 0.05 (lower is better for losses), else no significant "
-      "difference. Per-metric columns for every statistic are in comparison.csv.\n\n",
+      "\nAgainst `{}`, paired by seed: the mean difference (variant − reference) ± its 95% CI "
+      "(Student's t), the percentile bootstrap interval (from 5 seeds), p of a two-sided paired "
+      "t-test, and `better` or `worse` when p < 0.05 (lower is better for losses), else no "
+      "significant difference. comparison.csv has every statistic per metric.\n\n",
       experiment.reference);
   return out + markdown_table(seed_paired_table(experiment, results));
 }

@@ -45,8 +45,9 @@ bool has_seeds(const std::vector<VariantResult>& results);
 /// metrics, examples_per_second), mean ± 95% CI half-width (Student's t).
 ComparisonTable seed_summary_table(const ResolvedExperiment& experiment,
                                    const std::vector<VariantResult>& results);
-/// With several seeds: every variant but the reference against it, paired by seed: mean
-/// difference ± 95% CI (and the bootstrap interval from 5 seeds), paired t-test p, verdict.
+/// With several seeds: every variant but the reference against it, paired by seed, a row per
+/// metric: pairs, mean difference ± 95% CI, the bootstrap interval (from 5 seeds), paired t-test
+/// p, verdict.
 ComparisonTable seed_paired_table(const ResolvedExperiment& experiment,
                                   const std::vector<VariantResult>& results);
 /// With several seeds: comparison.csv's columns, per metric M: M_mean, M_std, M_ci95, M_min,

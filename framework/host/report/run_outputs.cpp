@@ -97,6 +97,20 @@ Metrics parse_eval_results(std::string_view text, const std::string& file) {
   return out;
 }
 
+std::string config_hash(const std::string& resolved_toml) {
+  uint64_t hash = 14695981039346656037ULL;  // FNV-1a 64's offset basis
+  std::istringstream lines(resolved_toml);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.rfind('#', 0) == 0 || line.rfind("resume = ", 0) == 0) continue;
+    for (const char c : line + "\n") {
+      hash ^= static_cast<unsigned char>(c);
+      hash *= 1099511628211ULL;  // FNV-1a 64's prime
+    }
+  }
+  return fmt::format("fnv1a64:{:016x}", hash);
+}
+
 std::string summary_json(const RunSummary& s) {
   nlohmann::ordered_json j;
   j["experiment"] = s.experiment;
@@ -104,6 +118,7 @@ std::string summary_json(const RunSummary& s) {
   j["reference"] = s.reference;
   j["variant"] = s.variant;
   if (s.seed) j["seed"] = *s.seed;
+  if (!s.config_hash.empty()) j["config_hash"] = s.config_hash;
   j["steps"] = s.steps;
   j["final_loss"] = s.final_loss;
   j["examples_per_second"] = s.examples_per_second;
@@ -119,6 +134,7 @@ RunSummary parse_summary(std::string_view text, const std::string& file) {
   s.experiment_file = string_or(j, "experiment_file");
   s.reference = string_or(j, "reference");
   s.variant = string_or(j, "variant");
+  s.config_hash = string_or(j, "config_hash");
   if (auto seed = j.find("seed"); seed != j.end() && seed->is_number_integer()) {
     s.seed = seed->get<int64_t>();
   }

@@ -36,12 +36,19 @@ struct RunSummary {
   std::string reference;        ///< [compare] reference
   std::string variant;          ///< variant name
   std::optional<int64_t> seed;  ///< with several seeds: this run's ("seed" in the file)
+  /// config_hash() of the resolved configuration that ran; a later `bertlab run` of the same
+  /// configuration skips the run ("" in files of older versions: never skipped).
+  std::string config_hash;
   int64_t steps = 0;
   double final_loss = 0.0;
   double examples_per_second = 0.0;  ///< over the whole training
   double wall_time_s = 0.0;
   double start_time = 0.0;  ///< seconds since the Unix epoch when the variant started
 };
+
+/// A stable digest of a variant's resolved.toml, for run_summary.json: FNV-1a 64 over the text
+/// without its comment lines and its `resume` key (resuming does not change what the run is).
+std::string config_hash(const std::string& resolved_toml);
 
 /// run_summary.json contents.
 std::string summary_json(const RunSummary& summary);

@@ -24,6 +24,7 @@
 #include <optional>
 #include <thread>
 
+#include "report/compare.h"
 #include "report/report.h"
 #include "report/run_outputs.h"
 #include "report/tensorboard.h"
@@ -88,6 +89,7 @@ void write_variant_summary(const ResolvedExperiment& experiment, const ResolvedV
   summary.reference = experiment.reference;
   summary.variant = variant.name;
   summary.seed = variant.repeat_seed;
+  summary.config_hash = config_hash(variant.resolved_toml);
   summary.steps = result.steps;
   summary.final_loss = result.final_loss;
   summary.examples_per_second = result.examples_per_second;
@@ -372,15 +374,45 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   return result;
 }
 
-std::string run_experiment(const ResolvedExperiment& experiment, const PluginHost& host) {
+std::optional<VariantResult> finished_run(const ResolvedExperiment& experiment,
+                                          const ResolvedVariant& variant) {
+  // A launched rank cannot know that every other rank sees the same folder: those always run.
+  const RunOptions o = RunOptions::from_variant(variant);
+  if (o.env_launcher) return std::nullopt;
+  const fs::path dir = experiment.output_dir / experiment.name / variant.run_folder();
+  // Finished: the files a run writes last are all there (a run stopped or killed has no
+  // summary; one whose outputs were removed since runs again).
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / "run_summary.json", ec) || !is_variant_dir(dir) ||
+      !fs::is_regular_file(dir / "model.safetensors", ec) ||
+      (o.do_eval && !fs::is_regular_file(dir / "eval_results.json", ec))) {
+    return std::nullopt;
+  }
+  VariantOutputs outputs = read_variant_outputs(dir);
+  if (outputs.summary.config_hash != config_hash(variant.resolved_toml)) return std::nullopt;
+  log_info("train",
+           "variant '{}'{}: finished before with the same configuration in {}; skipped "
+           "(--rerun runs it again)",
+           variant.name,
+           variant.repeat_seed ? fmt::format(" (seed {})", *variant.repeat_seed) : std::string(),
+           dir.string());
+  VariantResult result = result_from_outputs(outputs, variant.name);
+  result.seed = variant.repeat_seed;
+  return result;
+}
+
+std::string run_experiment(const ResolvedExperiment& experiment, const PluginHost& host,
+                           const RunExperimentOptions& options) {
   (void)host;
   // From here on SIGINT and SIGTERM stop training after the current step, with a checkpoint.
   install_stop_handlers();
   std::vector<VariantResult> results;
   for (const auto& variant : experiment.variants) {
-    results.push_back(run_variant(experiment, variant));
+    std::optional<VariantResult> done =
+        options.rerun ? std::nullopt : finished_run(experiment, variant);
+    results.push_back(done ? std::move(*done) : run_variant(experiment, variant));
   }
-  if (is_secondary_process()) return "";
+  if (is_secondary_process() || !options.comparison) return "";
   const fs::path dir = experiment.output_dir / experiment.name;
   std::vector<VariantOutputs> outputs;
   for (const auto& r : results) {

@@ -42,8 +42,20 @@ struct RunHooks {
 VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVariant& variant,
                           const RunHooks& hooks = {});
 
-/// Runs every selected variant in order, then writes comparison.md and comparison.csv.
-/// Returns the comparison table (Markdown).
-std::string run_experiment(const ResolvedExperiment& experiment, const PluginHost& host);
+/// The result of `variant` read from its folder when a run of the same configuration
+/// (run_summary.json's config_hash) finished there; nullopt when it must run.
+std::optional<VariantResult> finished_run(const ResolvedExperiment& experiment,
+                                          const ResolvedVariant& variant);
+
+struct RunExperimentOptions {
+  bool rerun = false;      ///< also run variants finished_run() finds
+  bool comparison = true;  ///< write the comparison files after the runs
+};
+
+/// Runs every selected variant in order (each finished_run() skipped unless options.rerun), then
+/// writes comparison.md and comparison.csv. Returns the comparison table (Markdown), or "" when
+/// options.comparison is false or this is not the process that writes files.
+std::string run_experiment(const ResolvedExperiment& experiment, const PluginHost& host,
+                           const RunExperimentOptions& options = {});
 
 }  // namespace bertlab

@@ -1,0 +1,185 @@
+#include "commands/run_jobs.h"
+
+#include <bertlab/error.h>
+#include <bertlab/log.h>
+#include <fmt/format.h>
+#include <poll.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <optional>
+#include <thread>
+
+#include "report/compare.h"
+#include "report/report.h"
+#include "runtime/child_process.h"
+#include "train/runner.h"
+#include "train/stop_signal.h"
+
+namespace bertlab {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+/// One run of the experiment and, once started, its process.
+struct Job {
+  const ResolvedVariant* variant = nullptr;
+  std::string label;  ///< "variant" or "variant seed S"
+  std::optional<ChildProcess> child;
+  Clock::time_point started;
+  double seconds = 0;  ///< wall time, once done
+};
+
+std::string label_of(const ResolvedVariant& v) {
+  return v.repeat_seed ? fmt::format("{} seed {}", v.name, *v.repeat_seed) : v.name;
+}
+
+/// Whether the run's folder holds checkpoints (of an interrupted run: it has no summary).
+bool has_checkpoints(const fs::path& dir) {
+  std::error_code ec;
+  const fs::path checkpoints = dir / "checkpoints";
+  return fs::is_directory(checkpoints, ec) && !fs::is_empty(checkpoints, ec);
+}
+
+std::vector<std::string> run_command(const ResolvedExperiment& experiment, const ResolvedVariant& v,
+                                     const JobsOptions& o, int threads_per_run) {
+  std::vector<std::string> c = {self_executable(), "run", o.file, "--variant", v.name, "--rerun",
+                                "--no-comparison"};
+  if (v.repeat_seed) c.insert(c.end(), {"--run-seed", std::to_string(*v.repeat_seed)});
+  for (const auto& s : o.sets) c.insert(c.end(), {"--set", s});
+  // The file's threads win; otherwise the runs share the cores.
+  if (!v.experiment.has("threads") && v.experiment.get_int("threads") != threads_per_run) {
+    c.insert(c.end(), {"--set", fmt::format("experiment.threads={}", threads_per_run)});
+  }
+  if (!o.output_dir.empty()) c.insert(c.end(), {"--output-dir", o.output_dir});
+  if (!o.rerun && has_checkpoints(experiment.output_dir / experiment.name / v.run_folder())) {
+    c.push_back("--resume");
+  }
+  for (const auto& d : o.plugins.plugin_dirs) c.insert(c.end(), {"--plugin-dir", d});
+  if (o.plugins.allow_insecure) c.push_back("--allow-insecure-plugins");
+  return c;
+}
+
+std::string format_duration(double seconds) {
+  const auto s = static_cast<int64_t>(std::llround(seconds));
+  if (s >= 3600) return fmt::format("{}h{:02}m", s / 3600, s % 3600 / 60);
+  if (s >= 60) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  return fmt::format("{}s", s);
+}
+
+/// Starts queued jobs until `jobs` run at once (none once a stop was asked for).
+void start_jobs(std::deque<Job*>& queue, std::vector<Job*>& running, int jobs,
+                const ResolvedExperiment& experiment, const JobsOptions& o, int threads_per_run) {
+  while (!queue.empty() && static_cast<int>(running.size()) < jobs && stop_signal_received() == 0) {
+    Job* job = queue.front();
+    queue.pop_front();
+    job->child =
+        start_child(run_command(experiment, *job->variant, o, threads_per_run), {}, "run --jobs");
+    job->started = Clock::now();
+    running.push_back(job);
+  }
+}
+
+}  // namespace
+
+int run_in_processes(const ResolvedExperiment& experiment, const JobsOptions& options,
+                     std::string* table) {
+  BERTLAB_CHECK_AS(ConfigError, options.jobs >= 1, "run --jobs: must be >= 1, got {}",
+                   options.jobs);
+  install_stop_handlers();
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads_per_run = std::max(1, cores / options.jobs);
+  std::vector<Job> jobs;
+  std::vector<std::optional<VariantResult>> finished(experiment.variants.size());
+  for (size_t i = 0; i < experiment.variants.size(); ++i) {
+    const ResolvedVariant& v = experiment.variants[i];
+    if (!options.rerun) finished[i] = finished_run(experiment, v);
+    if (!finished[i]) jobs.push_back({&v, label_of(v), std::nullopt, {}, 0});
+  }
+  const size_t total = jobs.size();
+  log_info("jobs", "{} run(s) to do, {} at a time, {} thread(s) each; {} finished before", total,
+           options.jobs, threads_per_run, experiment.variants.size() - total);
+  std::deque<Job*> queue;
+  for (auto& j : jobs) queue.push_back(&j);
+  std::vector<Job*> running;
+  std::vector<Job*> failed;
+  size_t done = 0;
+  double done_seconds = 0;
+  bool forwarded = false;
+  start_jobs(queue, running, options.jobs, experiment, options, threads_per_run);
+  while (!running.empty()) {
+    if (stop_signal_received() != 0 && !forwarded) {
+      forwarded = true;
+      log_warning("jobs", "{}: stopping {} run(s) after their current step; {} not started",
+                  signal_name(stop_signal_received()), running.size(), queue.size());
+      for (Job* j : running) ::kill(-j->child->pid, stop_signal_received());
+    }
+    std::vector<pollfd> polls;
+    polls.reserve(running.size());
+    for (Job* j : running) polls.push_back({j->child->fd, POLLIN, 0});
+    if (::poll(polls.data(), polls.size(), 250) < 0) {
+      if (errno == EINTR) continue;
+      throw Error(fmt::format("run --jobs: poll: {}", std::strerror(errno)));
+    }
+    for (size_t i = 0; i < polls.size(); ++i) {
+      Job* job = running[i];
+      if (polls[i].revents == 0 || forward_output(*job->child, "[" + job->label + "] ")) continue;
+      reap(*job->child);
+      job->seconds = std::chrono::duration<double>(Clock::now() - job->started).count();
+      ++done;
+      done_seconds += job->seconds;
+      if (job->child->exit_code != 0) failed.push_back(job);
+      const size_t left = total - done;
+      const double eta = done_seconds / static_cast<double>(done) * static_cast<double>(left) /
+                         std::min<double>(options.jobs, std::max<size_t>(left, 1));
+      log_info("jobs", "{}/{} runs done{}: '{}' {} after {}{}", done, total,
+               failed.empty() ? "" : fmt::format(" ({} failed)", failed.size()), job->label,
+               job->child->exit_code == 0 ? "finished" : job->child->how,
+               format_duration(job->seconds),
+               left > 0 && stop_signal_received() == 0
+                   ? fmt::format("; about {} to go", format_duration(eta))
+                   : "");
+    }
+    running.erase(
+        std::remove_if(running.begin(), running.end(), [](const Job* j) { return j->child->done; }),
+        running.end());
+    start_jobs(queue, running, options.jobs, experiment, options, threads_per_run);
+  }
+  // The comparison of every run that finished, now or before.
+  std::vector<VariantResult> results;
+  std::vector<VariantOutputs> outputs;
+  for (size_t i = 0; i < experiment.variants.size(); ++i) {
+    const ResolvedVariant& v = experiment.variants[i];
+    const fs::path dir = experiment.output_dir / experiment.name / v.run_folder();
+    if (!is_variant_dir(dir)) continue;
+    outputs.push_back(read_variant_outputs(dir));
+    VariantResult r = finished[i] ? *finished[i] : result_from_outputs(outputs.back(), v.name);
+    r.seed = v.repeat_seed;
+    results.push_back(std::move(r));
+  }
+  if (!results.empty()) {
+    *table =
+        write_comparison(experiment.output_dir / experiment.name, experiment, results, outputs);
+  }
+  if (stop_signal_received() != 0) return 128 + stop_signal_received();
+  if (!failed.empty()) {
+    std::vector<std::string> names;
+    names.reserve(failed.size());
+    for (const Job* j : failed) names.push_back(fmt::format("'{}' {}", j->label, j->child->how));
+    log_line(LogLevel::kError, "jobs",
+             fmt::format("{} of {} run(s) failed: {}; their output is above, after their name",
+                         failed.size(), total, fmt::join(names, ", ")));
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace bertlab
