@@ -8,6 +8,9 @@
 #   b. `sbatch --array=0-1 --wait`: task i runs `bertlab run ... --variant V_i` (`single`,
 #      `single-lr2`), plain one-process runs although Slurm sets SLURM_PROCID in the batch step;
 #      both tasks must end COMPLETED with exit code 0 and leave their metrics.jsonl.
+#   c. `bertlab submit --slurm --wait` of 3 variants × 2 seeds (one a 2-rank launcher = "env"
+#      variant, started by srun): every run completes, `bertlab compare` aggregates 2 seeds per
+#      variant, and a second submit submits nothing.
 #
 # usage: slurm_test.sh BERTLAB_EXE
 # Exits 77 (skipped) when not root or when Slurm (slurm-wlm) or munge is not installed
@@ -200,4 +203,52 @@ sys.exit(1 if problems else 0)
 EOF
 echo "b. passed: array tasks ${job}_0 and ${job}_1 COMPLETED with exit code 0, each a plain" \
   "one-process run of its variant (3 steps in metrics.jsonl)"
+
+# --- c. bertlab submit --slurm: a study of 3 variants × 2 seeds ----------------------------------
+# single and single-lr2 run in the batch step (one array of 4), mirrored-env-2 as 2 Slurm tasks
+# started by srun (an array of 2); then bertlab compare aggregates the seeds.
+out3="$tmp/out3"
+log_c="$tmp/submit.log"
+study=(--variant single --variant single-lr2 --variant mirrored-env-2
+  --set experiment.repeats=2 --output-dir "$out3")
+echo "== c. bertlab submit --slurm (3 variants × 2 seeds)"
+"$exe" submit "$toml" --slurm --dry-run "${study[@]}" >"$tmp/dry.sh" 2>"$tmp/dry.err" ||
+  fail "submit --dry-run failed" "$tmp/dry.err"
+grep -q -- "--array=0-3" "$tmp/dry.sh" || fail "the dry run has no array of 4" "$tmp/dry.sh"
+grep -q "srun -n 2 " "$tmp/dry.sh" || fail "the dry run starts no 2-task run" "$tmp/dry.sh"
+[[ ! -e "$out3" ]] || fail "submit --dry-run wrote $out3"
+t0="$EPOCHREALTIME"
+rc=0
+timeout 300 "$exe" submit "$toml" --slurm --wait --time 5 "${study[@]}" >"$log_c" 2>&1 || rc=$?
+cat "$log_c"
+echo "submit --wait: $(elapsed "$t0") s"
+task_logs=("$out3/$experiment"/slurm/*.out)
+((rc == 0)) || fail "bertlab submit --slurm --wait exited with $rc" "$log_c" "${task_logs[@]}"
+[[ "$(grep -c '^Submitted job array' "$log_c")" == 2 ]] || fail "not two arrays" "$log_c"
+grep -q "When it is done: .* compare " "$log_c" || fail "no compare line" "$log_c"
+rc=0
+"$exe" compare "$out3/$experiment" >"$tmp/compare.log" 2>&1 || rc=$?
+((rc == 0)) || fail "bertlab compare of the study exited with $rc" "$tmp/compare.log" \
+  "${task_logs[@]}"
+python3 - "$out3/$experiment/comparison.csv" <<'EOF' || fail "the study's comparison" \
+  "$tmp/compare.log" "${task_logs[@]}"
+import csv, sys
+rows = {r["variant"]: r for r in csv.DictReader(open(sys.argv[1]))}
+problems = []
+if set(rows) != {"single", "single-lr2", "mirrored-env-2"}:
+    problems.append(f"variants {sorted(rows)}")
+for name, r in rows.items():
+    if r.get("seeds") != "2":
+        problems.append(f"{name}: seeds {r.get('seeds')!r}, expected '2'")
+    if not r.get("final_loss_mean"):
+        problems.append(f"{name}: no final_loss_mean")
+for p in problems:
+    print(f"{sys.argv[1]}: {p}", file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
+# Submitting again submits nothing: every run finished with the same configuration.
+"$exe" submit "$toml" --slurm "${study[@]}" >"$tmp/again.log" 2>&1 ||
+  fail "the second submit failed" "$tmp/again.log"
+grep -q "nothing to submit" "$tmp/again.log" || fail "the second submit submitted" "$tmp/again.log"
+echo "c. passed: bertlab submit ran 6 runs in 2 arrays; bertlab compare aggregated 2 seeds each"
 echo "PASSED"

@@ -253,7 +253,14 @@ TEST(EndToEndSeeds, EveryVariantRunsOncePerSeedAndTheComparisonAggregatesThem) {
   const std::string md = read_file(exp / "comparison.md");
   EXPECT_NE(md.find("Every variant ran once per seed (7, 8, 9)"), std::string::npos) << md;
   EXPECT_NE(md.find("| dense | 3 |"), std::string::npos) << md;
-  EXPECT_NE(read_file(exp / "report.html").find("paired by seed"), std::string::npos);
+  const std::string html = read_file(exp / "report.html");
+  EXPECT_NE(html.find("paired by seed"), std::string::npos);
+  // The plots: a line per variant (mean over seeds) with its band, not a line per run.
+  const std::string loss = read_file(exp / "plots/loss.svg");
+  EXPECT_NE(loss.find("mean over seeds; band: min to max"), std::string::npos);
+  EXPECT_EQ(loss.find("seed 8"), std::string::npos) << "a line per variant";
+  EXPECT_NE(loss.find("<polygon"), std::string::npos);
+  EXPECT_NE(read_file(exp / "plots/eval.svg").find("stroke=\"#222\""), std::string::npos);
   // bertlab compare rebuilds the same table from the folders.
   const std::string csv_text = read_file(exp / "comparison.csv");
   fs::remove(exp / "comparison.csv");

@@ -58,6 +58,7 @@ std::vector<std::string> on_every_rank(std::chrono::seconds timeout,
   auto store = RendezvousStore::in_process();
   std::vector<std::string> errors(kWorld);
   std::vector<std::thread> threads;
+  threads.reserve(kWorld);
   for (int r = 0; r < kWorld; ++r) {
     threads.emplace_back([&, r] {
       try {
@@ -591,6 +592,7 @@ TEST(Communicator, NcclCollectivesOnEveryDeviceOrAClearErrorWithoutCuda) {
   const int world = cuda_device_count();
   std::vector<std::string> errors(world);
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
     threads.emplace_back([&, r] {
       try {

@@ -146,6 +146,35 @@ TEST(SvgPlot, BarChartHasABarPerVariantAndMetric) {
   EXPECT_NE(svg.find(">eval_accuracy</text>"), std::string::npos);
 }
 
+// Spread over seeds: a shaded band per line (broken where a bound is missing) that the y axis
+// covers, and an error bar per bar.
+TEST(SvgPlot, BandsAndErrorBarsShowTheSpread) {
+  PlotSeries s;
+  s.name = "adam";
+  s.x = {1, 2, 3, 4};
+  s.y = {1.0, 2.0, 3.0, 4.0};
+  s.lo = {0.5, 1.5, std::nan(""), 3.5};
+  s.hi = {1.5, 9.0, std::nan(""), 4.5};
+  PlotOptions o;
+  const std::string svg = render_line_plot(o, {s});
+  // Points 1–2 make one band; point 3 has none; point 4 alone is no area.
+  EXPECT_EQ(count(svg, "<polygon"), 1u) << svg;
+  EXPECT_NE(svg.find("fill-opacity=\"0.18\""), std::string::npos);
+  // The axis reaches the band's top (9), not only the line's (4).
+  EXPECT_NE(svg.find(">8</text>"), std::string::npos) << svg;
+  PlotSeries without = s;
+  without.lo.clear();
+  without.hi.clear();
+  EXPECT_EQ(count(render_line_plot(o, {without}), "<polygon"), 0u);
+  PlotSeries bars;
+  bars.name = "adam";
+  bars.y = {0.8, 0.5};
+  bars.lo = {0.7, std::nan("")};
+  bars.hi = {0.9, std::nan("")};
+  const std::string chart = render_bar_chart(o, {"accuracy", "f1"}, {bars});
+  EXPECT_EQ(count(chart, "stroke=\"#222\""), 1u) << chart;  // one error bar: f1 has no spread
+}
+
 TEST(RunOutputs, MetricsLinesReadWithNullAsNaN) {
   const auto lines = parse_metrics_jsonl(
       "{\"step\":10,\"loss\":0.5,\"note\":\"x\"}\n\n{\"step\":20,\"loss\":null}\n", "m.jsonl");

@@ -20,6 +20,7 @@ Command define_plugins_command(CommandLine& parent, PluginOptions& plugins);    
 Command define_tokenize_command(CommandLine& parent,
                                 PluginOptions& plugins);                     // tokenize_command.cpp
 Command define_launch_command(CommandLine& parent, PluginOptions& plugins);  // launch.cpp
+Command define_submit_command(CommandLine& parent, PluginOptions& plugins);  // submit.cpp
 
 // Plugin tools (tool.cpp): `bertlab GROUP TOOL ...`, the groups and tools the plugins add.
 

@@ -19,6 +19,7 @@
 #include "report/compare.h"
 #include "report/report.h"
 #include "runtime/child_process.h"
+#include "train/run_options.h"
 #include "train/runner.h"
 #include "train/stop_signal.h"
 
@@ -51,8 +52,14 @@ bool has_checkpoints(const fs::path& dir) {
 
 std::vector<std::string> run_command(const ResolvedExperiment& experiment, const ResolvedVariant& v,
                                      const JobsOptions& o, int threads_per_run) {
-  std::vector<std::string> c = {self_executable(), "run", o.file, "--variant", v.name, "--rerun",
-                                "--no-comparison"};
+  std::vector<std::string> c;
+  // A variant of process ranks (launcher = "env") runs under `bertlab launch`, one per rank.
+  const RunOptions run = RunOptions::from_variant(v);
+  if (run.env_launcher) {
+    c = {self_executable(), "launch", "--nproc", std::to_string(run.replicas), "--"};
+  }
+  c.insert(c.end(),
+           {self_executable(), "run", o.file, "--variant", v.name, "--rerun", "--no-comparison"});
   if (v.repeat_seed) c.insert(c.end(), {"--run-seed", std::to_string(*v.repeat_seed)});
   for (const auto& s : o.sets) c.insert(c.end(), {"--set", s});
   // The file's threads win; otherwise the runs share the cores.

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 
 #include "report/svg_plot.h"
@@ -127,6 +128,113 @@ std::vector<ReportPlot> report_plots(const std::vector<std::string>& labels,
   return plots;
 }
 
+namespace {
+
+/// mean, min and max of the finite values (NaN for all three when there is none).
+void spread(const std::vector<double>& values, double* mean, double* lo, double* hi) {
+  double sum = 0;
+  int n = 0;
+  *lo = std::numeric_limits<double>::infinity();
+  *hi = -std::numeric_limits<double>::infinity();
+  for (const double v : values) {
+    if (!std::isfinite(v)) continue;
+    sum += v;
+    ++n;
+    *lo = std::min(*lo, v);
+    *hi = std::max(*hi, v);
+  }
+  if (n == 0) *mean = *lo = *hi = std::numeric_limits<double>::quiet_NaN();
+  if (n > 0) *mean = sum / n;
+}
+
+/// One variant's runs (indices into the outputs), in the order they ran.
+std::vector<std::pair<std::string, std::vector<size_t>>> runs_by_variant(
+    const std::vector<VariantResult>& results) {
+  std::vector<std::pair<std::string, std::vector<size_t>>> groups;
+  for (size_t i = 0; i < results.size(); ++i) {
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == results[i].name; });
+    if (it == groups.end()) it = groups.insert(groups.end(), {results[i].name, {}});
+    it->second.push_back(i);
+  }
+  return groups;
+}
+
+/// A variant's metric against step over its seeds: the mean at each step of its first run, the
+/// band from the smallest to the largest value any seed logged at that step.
+PlotSeries seed_series(const std::string& name, const std::vector<size_t>& runs,
+                       const std::vector<VariantOutputs>& outputs, const std::string& key) {
+  std::vector<std::map<double, double>> by_step(runs.size());
+  std::vector<double> steps;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    std::vector<double> x, y;
+    metric_series(outputs[runs[r]].metrics, key, &x, &y);
+    if (r == 0) steps = x;
+    for (size_t i = 0; i < x.size(); ++i) by_step[r][x[i]] = y[i];
+  }
+  PlotSeries s;
+  s.name = name;
+  for (const double step : steps) {
+    std::vector<double> values;
+    for (const auto& m : by_step) {
+      auto it = m.find(step);
+      if (it != m.end()) values.push_back(it->second);
+    }
+    double mean, lo, hi;
+    spread(values, &mean, &lo, &hi);
+    s.x.push_back(step);
+    s.y.push_back(mean);
+    s.lo.push_back(lo);
+    s.hi.push_back(hi);
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<ReportPlot> seed_report_plots(const std::vector<VariantResult>& results,
+                                          const std::vector<VariantOutputs>& outputs) {
+  const auto groups = runs_by_variant(results);
+  std::vector<ReportPlot> plots;
+  for (const auto& spec : kLinePlots) {
+    std::vector<PlotSeries> series;
+    series.reserve(groups.size());
+    for (const auto& [name, runs] : groups) {
+      series.push_back(seed_series(name, runs, outputs, spec.key));
+    }
+    PlotOptions options;
+    options.title = fmt::format("{} (mean over seeds; band: min to max)", spec.title);
+    options.x_label = "step";
+    options.y_label = spec.y_label;
+    plots.push_back(
+        {fmt::format("plots/{}.svg", spec.name), options.title, render_line_plot(options, series)});
+  }
+  const std::vector<std::string> metrics = eval_metric_names(outputs);
+  if (!metrics.empty()) {
+    std::vector<PlotSeries> series;
+    for (const auto& [name, runs] : groups) {
+      PlotSeries s;
+      s.name = name;
+      for (const auto& m : metrics) {
+        std::vector<double> values;
+        for (const size_t r : runs) values.push_back(eval_value(outputs[r], m));
+        double mean, lo, hi;
+        spread(values, &mean, &lo, &hi);
+        s.y.push_back(mean);
+        s.lo.push_back(lo);
+        s.hi.push_back(hi);
+      }
+      series.push_back(std::move(s));
+    }
+    PlotOptions options;
+    options.title = "Eval metrics (mean over seeds; bars: min to max)";
+    options.y_label = "value";
+    options.width = std::max(720, 200 + 110 * static_cast<int>(metrics.size()));
+    plots.push_back({"plots/eval.svg", options.title, render_bar_chart(options, metrics, series)});
+  }
+  return plots;
+}
+
 std::string plots_markdown(const std::vector<ReportPlot>& plots) {
   std::string out = "\n## Plots\n\nEvery variant on the same axes; also in `report.html`.\n\n";
   for (const auto& p : plots) out += fmt::format("![{}]({})\n", p.title, p.file);
@@ -170,9 +278,15 @@ std::string report_html(const ResolvedExperiment& experiment, const ComparisonTa
   }
 
   out += "<h2>Plots</h2>\n<p>";
-  for (size_t i = 0; i < labels.size(); ++i) {
+  // With several seeds a plot has a line per variant, not per run.
+  std::vector<std::string> lines;
+  for (const auto& l : labels) {
+    const std::string variant = paired != nullptr ? l.substr(0, l.rfind(" seed ")) : l;
+    if (std::find(lines.begin(), lines.end(), variant) == lines.end()) lines.push_back(variant);
+  }
+  for (size_t i = 0; i < lines.size(); ++i) {
     out += fmt::format("<span class=\"swatch\" style=\"background:{}\"></span>{}&nbsp;&nbsp; ",
-                       series_colour(i), xml_escape(labels[i]));
+                       series_colour(i), xml_escape(lines[i]));
   }
   out += "</p>\n";
   for (const auto& p : plots) {
@@ -192,12 +306,14 @@ std::string write_comparison(const fs::path& dir, const ResolvedExperiment& expe
                              const std::vector<VariantResult>& results,
                              const std::vector<VariantOutputs>& outputs) {
   std::vector<std::string> labels;
+  labels.reserve(results.size());
   for (const auto& r : results) {
     labels.push_back(r.seed ? fmt::format("{} seed {}", r.name, *r.seed) : r.name);
   }
-  const std::vector<ReportPlot> plots = report_plots(labels, outputs);
+  const std::vector<ReportPlot> plots =
+      has_seeds(results) ? seed_report_plots(results, outputs) : report_plots(labels, outputs);
   for (const auto& p : plots) write_file_atomic(dir / p.file, p.svg);
-  const std::string md = comparison_markdown(experiment, results) + plots_markdown(plots);
+  std::string md = comparison_markdown(experiment, results) + plots_markdown(plots);
   write_file_atomic(dir / "comparison.md", md);
   write_file_atomic(dir / "comparison.csv", comparison_csv(experiment, results));
   const ComparisonTable table = comparison_table(experiment, results);

@@ -33,6 +33,12 @@ struct ReportPlot {
 std::vector<ReportPlot> report_plots(const std::vector<std::string>& labels,
                                      const std::vector<VariantOutputs>& outputs);
 
+/// The same charts for runs of several seeds (results[i] and outputs[i] one run): a line per
+/// variant, the mean over its seeds at each step with a band from the smallest to the largest
+/// value; eval metrics as the mean with a min-to-max error bar.
+std::vector<ReportPlot> seed_report_plots(const std::vector<VariantResult>& results,
+                                          const std::vector<VariantOutputs>& outputs);
+
 /// The Markdown section linking the plots (relative paths), appended to comparison.md.
 std::string plots_markdown(const std::vector<ReportPlot>& plots);
 

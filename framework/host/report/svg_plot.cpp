@@ -239,6 +239,44 @@ std::string format_tick(double v, double spacing) {
   return fmt::format("{:.{}f}", v, decimals);
 }
 
+namespace {
+
+/// The shaded area between s.lo and s.hi, one polygon per stretch of finite bounds.
+std::string band(const PlotOptions& o, const Frame& f, const PlotSeries& s, const char* colour) {
+  const size_t n = std::min({s.x.size(), s.lo.size(), s.hi.size()});
+  std::string out;
+  std::vector<std::pair<double, double>> upper, lower;  // [point of the stretch] pixels
+  auto flush = [&] {
+    if (upper.size() > 1) {
+      std::string points;
+      for (const auto& [x, y] : upper) points += fmt::format("{},{} ", number(x), number(y));
+      for (auto it = lower.rbegin(); it != lower.rend(); ++it) {
+        points += fmt::format("{},{} ", number(it->first), number(it->second));
+      }
+      points.pop_back();
+      out += fmt::format(
+          "<polygon fill=\"{}\" fill-opacity=\"0.18\" stroke=\"none\" points=\"{}\"/>\n", colour,
+          points);
+    }
+    upper.clear();
+    lower.clear();
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const double lo = axis_y(o, s.lo[i]);
+    const double hi = axis_y(o, s.hi[i]);
+    if (!std::isfinite(s.x[i]) || !std::isfinite(lo) || !std::isfinite(hi)) {
+      flush();
+      continue;
+    }
+    upper.emplace_back(f.px(s.x[i]), f.py(hi));
+    lower.emplace_back(f.px(s.x[i]), f.py(lo));
+  }
+  flush();
+  return out;
+}
+
+}  // namespace
+
 std::string render_line_plot(const PlotOptions& o, const std::vector<PlotSeries>& series) {
   Range xr, yr;
   for (const auto& s : series) {
@@ -249,6 +287,11 @@ std::string render_line_plot(const PlotOptions& o, const std::vector<PlotSeries>
       if (!std::isfinite(s.x[i]) || !std::isfinite(y)) continue;
       xr.add(s.x[i]);
       yr.add(y);
+      for (const auto* bound : {&s.lo, &s.hi}) {
+        if (i < bound->size() && std::isfinite(axis_y(o, (*bound)[i]))) {
+          yr.add(axis_y(o, (*bound)[i]));
+        }
+      }
     }
   }
   std::string out = svg_open(o);
@@ -268,6 +311,7 @@ std::string render_line_plot(const PlotOptions& o, const std::vector<PlotSeries>
   const std::vector<double> yt = o.log_y ? decade_ticks(yr.lo, yr.hi) : nice_ticks(yr.lo, yr.hi, 5);
   const Frame f = frame_for(o, xt, yt);
   out += axes(o, f, xt, yt, true, o.log_y);
+  for (size_t k = 0; k < series.size(); ++k) out += band(o, f, series[k], series_colour(k));
   for (size_t k = 0; k < series.size(); ++k) {
     const auto& s = series[k];
     const char* colour = series_colour(k);
@@ -309,7 +353,11 @@ std::string render_bar_chart(const PlotOptions& o, const std::vector<std::string
   Range yr;
   yr.add(0.0);  // bars start at zero
   for (const auto& s : series) {
-    for (size_t c = 0; c < categories.size() && c < s.y.size(); ++c) yr.add(s.y[c]);
+    for (size_t c = 0; c < categories.size() && c < s.y.size(); ++c) {
+      yr.add(s.y[c]);
+      if (c < s.lo.size() && std::isfinite(s.lo[c])) yr.add(s.lo[c]);
+      if (c < s.hi.size() && std::isfinite(s.hi[c])) yr.add(s.hi[c]);
+    }
   }
   const std::vector<double> yt = nice_ticks(yr.lo, yr.hi, 5);
   const std::vector<double> unit = {0.0, 1.0};
@@ -333,6 +381,17 @@ std::string render_bar_chart(const PlotOptions& o, const std::vector<std::string
           "<title>{}: {}</title></rect>\n",
           number(g0 + bar * static_cast<double>(k)), number(top), number(bar * 0.92),
           number(height), series_colour(k), xml_escape(series[k].name), fmt::format("{:.4g}", v));
+      const auto& lo = series[k].lo;
+      const auto& hi = series[k].hi;
+      if (c < lo.size() && c < hi.size() && std::isfinite(lo[c]) && std::isfinite(hi[c])) {
+        // An error bar with caps at the bar's centre.
+        const double x = g0 + bar * (static_cast<double>(k) + 0.46);
+        out += fmt::format(
+            "<path d=\"M{} {}V{}M{} {}H{}M{} {}H{}\" stroke=\"#222\" stroke-width=\"1.2\" "
+            "fill=\"none\"/>\n",
+            number(x), number(f.py(lo[c])), number(f.py(hi[c])), number(x - 4), number(f.py(lo[c])),
+            number(x + 4), number(x - 4), number(f.py(hi[c])), number(x + 4));
+      }
     }
   }
   return out + legend(o, series, false) + "</svg>\n";

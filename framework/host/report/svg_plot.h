@@ -13,6 +13,10 @@ struct PlotSeries {
   std::string name;       ///< legend entry
   std::vector<double> x;  ///< e.g. steps
   std::vector<double> y;  ///< same length as x
+  /// Optional spread around y (e.g. the min and max over seeds), same length as x when set:
+  /// a shaded band in line plots, an error bar in bar charts. A non-finite bound is not drawn.
+  std::vector<double> lo = {};
+  std::vector<double> hi = {};
 };
 
 /// What a chart shows around its data.

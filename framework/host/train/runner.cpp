@@ -378,7 +378,6 @@ std::optional<VariantResult> finished_run(const ResolvedExperiment& experiment,
                                           const ResolvedVariant& variant) {
   // A launched rank cannot know that every other rank sees the same folder: those always run.
   const RunOptions o = RunOptions::from_variant(variant);
-  if (o.env_launcher) return std::nullopt;
   const fs::path dir = experiment.output_dir / experiment.name / variant.run_folder();
   // Finished: the files a run writes last are all there (a run stopped or killed has no
   // summary; one whose outputs were removed since runs again).
@@ -408,8 +407,9 @@ std::string run_experiment(const ResolvedExperiment& experiment, const PluginHos
   install_stop_handlers();
   std::vector<VariantResult> results;
   for (const auto& variant : experiment.variants) {
-    std::optional<VariantResult> done =
-        options.rerun ? std::nullopt : finished_run(experiment, variant);
+    // A launched rank cannot know that every other rank sees the same folder: those always run.
+    const bool may_skip = !options.rerun && !RunOptions::from_variant(variant).env_launcher;
+    std::optional<VariantResult> done = may_skip ? finished_run(experiment, variant) : std::nullopt;
     results.push_back(done ? std::move(*done) : run_variant(experiment, variant));
   }
   if (is_secondary_process() || !options.comparison) return "";

@@ -43,7 +43,8 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
                           const RunHooks& hooks = {});
 
 /// The result of `variant` read from its folder when a run of the same configuration
-/// (run_summary.json's config_hash) finished there; nullopt when it must run.
+/// (run_summary.json's config_hash) finished there; nullopt when it must run. The caller decides
+/// whether a skip is safe (not in a launched rank, whose peers may not see this folder).
 std::optional<VariantResult> finished_run(const ResolvedExperiment& experiment,
                                           const ResolvedVariant& variant);
 
