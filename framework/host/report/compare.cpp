@@ -29,9 +29,11 @@ VariantResult result_from_outputs(const VariantOutputs& o, const std::string& la
   r.eval_metrics = o.eval;
   r.examples_per_second = o.summary.examples_per_second;
   r.wall_time_s = o.summary.wall_time_s;
+  // The weights serve the parameter difference from the reference, which the comparison of
+  // several seeds does not show: a run of several seeds is read without them.
   const fs::path weights = o.dir / "model.safetensors";
   std::error_code ec;
-  if (fs::is_regular_file(weights, ec)) {
+  if (!o.summary.seed && fs::is_regular_file(weights, ec)) {
     for (auto& [name, tensor] : read_safetensors(weights)) r.final_parameters[name] = tensor;
   }
   return r;

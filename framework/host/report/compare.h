@@ -23,8 +23,8 @@ struct CompareOptions {
   std::string reference;
 };
 
-/// What a finished run's folder holds, as the comparison takes it (final weights included),
-/// named `label`.
+/// What a finished run's folder holds, as the comparison takes it (final weights included, but
+/// for a run of several seeds, whose comparison has no parameter difference), named `label`.
 VariantResult result_from_outputs(const VariantOutputs& outputs, const std::string& label);
 
 /// Reads every variant, writes the comparison files, prints the table to `out`. Throws
