@@ -14,6 +14,8 @@
 #include <sstream>
 #include <thread>
 
+#include "comm/nccl_communicator.h"
+#include "commands/run_jobs.h"
 #include "test_util.h"
 #include "train/run_lock.h"
 
@@ -358,6 +360,32 @@ TEST(EndToEndJobs, AStoppedStudyResumesWhereItsRunsStopped) {
               without_timings(straight.path() / run / "metrics.jsonl"))
         << run;
   }
+}
+
+// How --jobs shares GPUs out (a CUDA run is refused at validation in this CPU build, so the
+// placement is checked on the pool itself): each run its own devices, lowest first, a run that
+// needs more than are free waits, and CUDA_VISIBLE_DEVICES names what this process may use.
+TEST(GpuPool, EachRunGetsDevicesOfItsOwnAndWaitsForThem) {
+  GpuPool pool({"0", "1", "2", "3"});
+  const auto a = pool.take(1);
+  const auto b = pool.take(2);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(*a, (std::vector<std::string>{"0"}));
+  EXPECT_EQ(*b, (std::vector<std::string>{"1", "2"}));
+  EXPECT_FALSE(pool.take(2)) << "one is free";
+  pool.give_back(*a);
+  EXPECT_EQ(pool.free(), 2u);
+  EXPECT_EQ(*pool.take(2), (std::vector<std::string>{"0", "3"}));
+  EXPECT_EQ(*pool.take(0), std::vector<std::string>{});  // a CPU run needs none
+  const char* before = std::getenv("CUDA_VISIBLE_DEVICES");
+  const std::string saved = before != nullptr ? before : "";
+  ::setenv("CUDA_VISIBLE_DEVICES", "2, 5,GPU-1a2b", 1);
+  GpuPool visible = GpuPool::visible();
+  EXPECT_EQ(visible.size(), 3u);
+  EXPECT_EQ(*visible.take(3), (std::vector<std::string>{"2", "5", "GPU-1a2b"}));
+  ::unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(GpuPool::visible().size(), static_cast<size_t>(cuda_device_count()));
+  if (before != nullptr) ::setenv("CUDA_VISIBLE_DEVICES", saved.c_str(), 1);
 }
 
 TEST(EndToEndValidation, ATypoStopsTheRunBeforeAnyWork) {

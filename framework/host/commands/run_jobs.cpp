@@ -10,12 +10,15 @@
 #include <cerrno>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <filesystem>
 #include <optional>
+#include <sstream>
 #include <thread>
 
+#include "comm/nccl_communicator.h"
 #include "report/compare.h"
 #include "report/report.h"
 #include "runtime/child_process.h"
@@ -36,7 +39,8 @@ struct Job {
   std::string label;  ///< "variant" or "variant seed S"
   std::optional<ChildProcess> child;
   Clock::time_point started;
-  double seconds = 0;  ///< wall time, once done
+  double seconds = 0;             ///< wall time, once done
+  std::vector<std::string> gpus;  ///< the devices it holds while it runs
 };
 
 std::string label_of(const ResolvedVariant& v) {
@@ -82,20 +86,71 @@ std::string format_duration(double seconds) {
   return fmt::format("{}s", s);
 }
 
-/// Starts queued jobs until `jobs` run at once (none once a stop was asked for).
-void start_jobs(std::deque<Job*>& queue, std::vector<Job*>& running, int jobs,
+/// Starts queued jobs, in order, until `jobs` run at once or the next one's GPUs are not free
+/// (none once a stop was asked for).
+void start_jobs(std::deque<Job*>& queue, std::vector<Job*>& running, int jobs, GpuPool& gpus,
                 const ResolvedExperiment& experiment, const JobsOptions& o, int threads_per_run) {
   while (!queue.empty() && static_cast<int>(running.size()) < jobs && stop_signal_received() == 0) {
     Job* job = queue.front();
+    auto devices = gpus.take(static_cast<size_t>(gpus_for(*job->variant)));
+    if (!devices) return;  // it waits for a run to give its GPUs back
     queue.pop_front();
+    job->gpus = std::move(*devices);
+    std::vector<std::pair<std::string, std::string>> env;
+    if (!job->gpus.empty()) {
+      env.emplace_back("CUDA_VISIBLE_DEVICES", fmt::format("{}", fmt::join(job->gpus, ",")));
+    }
     job->child =
-        start_child(run_command(experiment, *job->variant, o, threads_per_run), {}, "run --jobs");
+        start_child(run_command(experiment, *job->variant, o, threads_per_run), env, "run --jobs");
     job->started = Clock::now();
     running.push_back(job);
   }
 }
 
 }  // namespace
+
+GpuPool::GpuPool(std::vector<std::string> ids) : all_(std::move(ids)), free_(all_) {}
+
+GpuPool GpuPool::visible() {
+  std::vector<std::string> ids;
+  if (const char* env = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    std::stringstream list(env);
+    std::string id;
+    while (std::getline(list, id, ',')) {
+      id.erase(0, id.find_first_not_of(' '));
+      id.erase(id.find_last_not_of(' ') + 1);
+      if (!id.empty()) ids.push_back(id);
+    }
+  } else {
+    for (int d = 0; d < cuda_device_count(); ++d) ids.push_back(std::to_string(d));
+  }
+  return GpuPool(std::move(ids));
+}
+
+std::optional<std::vector<std::string>> GpuPool::take(size_t n) {
+  if (n > free_.size()) return std::nullopt;
+  std::vector<std::string> taken(free_.begin(), free_.begin() + static_cast<std::ptrdiff_t>(n));
+  free_.erase(free_.begin(), free_.begin() + static_cast<std::ptrdiff_t>(n));
+  return taken;
+}
+
+void GpuPool::give_back(const std::vector<std::string>& ids) {
+  // free_ stays in the order of all_: the lowest devices go first, run after run.
+  std::vector<std::string> ordered;
+  for (const auto& id : all_) {
+    const bool returned = std::find(ids.begin(), ids.end(), id) != ids.end();
+    if (returned || std::find(free_.begin(), free_.end(), id) != free_.end()) {
+      ordered.push_back(id);
+    }
+  }
+  free_ = std::move(ordered);
+}
+
+int gpus_for(const ResolvedVariant& variant) {
+  const RunOptions o = RunOptions::from_variant(variant);
+  if (o.device.rfind("cuda", 0) != 0) return 0;
+  return o.env_launcher ? o.replicas : 1;
+}
 
 int run_in_processes(const ResolvedExperiment& experiment, const JobsOptions& options,
                      std::string* table) {
@@ -109,9 +164,25 @@ int run_in_processes(const ResolvedExperiment& experiment, const JobsOptions& op
   for (size_t i = 0; i < experiment.variants.size(); ++i) {
     const ResolvedVariant& v = experiment.variants[i];
     if (!options.rerun) finished[i] = finished_run(experiment, v);
-    if (!finished[i]) jobs.push_back({&v, label_of(v), std::nullopt, {}, 0});
+    if (!finished[i]) jobs.push_back({&v, label_of(v), std::nullopt, {}, 0, {}});
   }
   const size_t total = jobs.size();
+  GpuPool gpus({});
+  const bool cuda =
+      std::any_of(jobs.begin(), jobs.end(), [](const Job& j) { return gpus_for(*j.variant) > 0; });
+  if (cuda) gpus = GpuPool::visible();
+  for (const Job& j : jobs) {
+    const auto need = static_cast<size_t>(gpus_for(*j.variant));
+    const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+    BERTLAB_CHECK_AS(
+        ConfigError, need <= gpus.size(),
+        "run --jobs: '{}' needs {} GPU(s) of its own (device = cuda, one per "
+        "process rank), and this machine shows {}{}; lower its replicas or run "
+        "where there are more",
+        j.label, need, gpus.size(),
+        visible != nullptr ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", visible) : std::string());
+  }
+  if (cuda) log_info("jobs", "{} GPU(s): each CUDA run gets its own", gpus.size());
   log_info("jobs", "{} run(s) to do, {} at a time, {} thread(s) each; {} finished before", total,
            options.jobs, threads_per_run, experiment.variants.size() - total);
   std::deque<Job*> queue;
@@ -121,7 +192,7 @@ int run_in_processes(const ResolvedExperiment& experiment, const JobsOptions& op
   size_t done = 0;
   double done_seconds = 0;
   bool forwarded = false;
-  start_jobs(queue, running, options.jobs, experiment, options, threads_per_run);
+  start_jobs(queue, running, options.jobs, gpus, experiment, options, threads_per_run);
   while (!running.empty()) {
     if (stop_signal_received() != 0 && !forwarded) {
       forwarded = true;
@@ -140,6 +211,7 @@ int run_in_processes(const ResolvedExperiment& experiment, const JobsOptions& op
       Job* job = running[i];
       if (polls[i].revents == 0 || forward_output(*job->child, "[" + job->label + "] ")) continue;
       reap(*job->child);
+      gpus.give_back(job->gpus);
       job->seconds = std::chrono::duration<double>(Clock::now() - job->started).count();
       ++done;
       done_seconds += job->seconds;
@@ -158,7 +230,7 @@ int run_in_processes(const ResolvedExperiment& experiment, const JobsOptions& op
     running.erase(
         std::remove_if(running.begin(), running.end(), [](const Job* j) { return j->child->done; }),
         running.end());
-    start_jobs(queue, running, options.jobs, experiment, options, threads_per_run);
+    start_jobs(queue, running, options.jobs, gpus, experiment, options, threads_per_run);
   }
   // The comparison of every run that finished, now or before.
   std::vector<VariantResult> results;
