@@ -216,6 +216,8 @@ echo "== c. bertlab submit --slurm (3 variants × 2 seeds)"
   fail "submit --dry-run failed" "$tmp/dry.err"
 grep -q -- "--array=0-3" "$tmp/dry.sh" || fail "the dry run has no array of 4" "$tmp/dry.sh"
 grep -q "srun -n 2 " "$tmp/dry.sh" || fail "the dry run starts no 2-task run" "$tmp/dry.sh"
+grep -q -- "--no-comparison --rerun --resume" "$tmp/dry.sh" ||
+  fail "the array tasks do not resume a stopped run" "$tmp/dry.sh"
 [[ ! -e "$out3" ]] || fail "submit --dry-run wrote $out3"
 t0="$EPOCHREALTIME"
 rc=0

@@ -92,6 +92,9 @@ std::string array_script(const ResolvedExperiment& experiment, const ArrayPlan& 
   for (const auto& set : args.experiment.sets) command.insert(command.end(), {"--set", set});
   command.insert(command.end(),
                  {"--output-dir", experiment.output_dir.string(), "--no-comparison", "--rerun"});
+  // A run stopped before (a time limit, a preemption) continues from its newest checkpoint; one
+  // with none starts at step 0. --rerun starts every run afresh.
+  if (!args.rerun) command.push_back("--resume");
   // One run's ranks are the job's tasks (srun starts them, launcher = "env" finds its rank in
   // SLURM_PROCID); a one-process run runs in the batch step itself.
   const std::string launcher = plan.tasks > 1 ? fmt::format("srun -n {} ", plan.tasks) : "";
