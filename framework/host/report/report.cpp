@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -92,40 +93,58 @@ std::string html_table(const std::vector<std::string>& header,
   return out + "</table>\n";
 }
 
-std::vector<ReportPlot> report_plots(const std::vector<std::string>& labels,
-                                     const std::vector<VariantOutputs>& outputs) {
+namespace {
+
+/// The charts from `lines(key)` (a series per line for the metric `key`) and, when any run
+/// evaluated, `bars(metrics)` (a series per bar group, values in `metrics` order); `note` follows
+/// each chart's title (empty, or what the lines and bars summarize).
+std::vector<ReportPlot> assemble_plots(
+    const std::vector<VariantOutputs>& outputs,
+    const std::function<std::vector<PlotSeries>(const std::string&)>& lines,
+    const std::function<std::vector<PlotSeries>(const std::vector<std::string>&)>& bars,
+    const std::string& line_note, const std::string& bar_note) {
   std::vector<ReportPlot> plots;
   for (const auto& spec : kLinePlots) {
-    std::vector<PlotSeries> series;
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      PlotSeries s;
-      s.name = labels[i];
-      metric_series(outputs[i].metrics, spec.key, &s.x, &s.y);
-      series.push_back(std::move(s));
-    }
     PlotOptions options;
-    options.title = spec.title;
+    options.title = std::string(spec.title) + line_note;
     options.x_label = "step";
     options.y_label = spec.y_label;
-    plots.push_back(
-        {fmt::format("plots/{}.svg", spec.name), spec.title, render_line_plot(options, series)});
+    plots.push_back({fmt::format("plots/{}.svg", spec.name), options.title,
+                     render_line_plot(options, lines(spec.key))});
   }
   const std::vector<std::string> metrics = eval_metric_names(outputs);
   if (!metrics.empty()) {
-    std::vector<PlotSeries> series;
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      PlotSeries s;
-      s.name = labels[i];
-      for (const auto& m : metrics) s.y.push_back(eval_value(outputs[i], m));
-      series.push_back(std::move(s));
-    }
     PlotOptions options;
-    options.title = "Eval metrics";
+    options.title = "Eval metrics" + bar_note;
     options.y_label = "value";
     options.width = std::max(720, 200 + 110 * static_cast<int>(metrics.size()));
-    plots.push_back({"plots/eval.svg", "Eval metrics", render_bar_chart(options, metrics, series)});
+    plots.push_back(
+        {"plots/eval.svg", options.title, render_bar_chart(options, metrics, bars(metrics))});
   }
   return plots;
+}
+
+}  // namespace
+
+std::vector<ReportPlot> report_plots(const std::vector<std::string>& labels,
+                                     const std::vector<VariantOutputs>& outputs) {
+  auto lines = [&](const std::string& key) {
+    std::vector<PlotSeries> series(outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      series[i].name = labels[i];
+      metric_series(outputs[i].metrics, key, &series[i].x, &series[i].y);
+    }
+    return series;
+  };
+  auto bars = [&](const std::vector<std::string>& metrics) {
+    std::vector<PlotSeries> series(outputs.size());
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      series[i].name = labels[i];
+      for (const auto& m : metrics) series[i].y.push_back(eval_value(outputs[i], m));
+    }
+    return series;
+  };
+  return assemble_plots(outputs, lines, bars, "", "");
 }
 
 namespace {
@@ -195,44 +214,30 @@ PlotSeries seed_series(const std::string& name, const std::vector<size_t>& runs,
 std::vector<ReportPlot> seed_report_plots(const std::vector<VariantResult>& results,
                                           const std::vector<VariantOutputs>& outputs) {
   const auto groups = runs_by_variant(results);
-  std::vector<ReportPlot> plots;
-  for (const auto& spec : kLinePlots) {
+  auto lines = [&](const std::string& key) {
     std::vector<PlotSeries> series;
     series.reserve(groups.size());
-    for (const auto& [name, runs] : groups) {
-      series.push_back(seed_series(name, runs, outputs, spec.key));
-    }
-    PlotOptions options;
-    options.title = fmt::format("{} (mean over seeds; band: min to max)", spec.title);
-    options.x_label = "step";
-    options.y_label = spec.y_label;
-    plots.push_back(
-        {fmt::format("plots/{}.svg", spec.name), options.title, render_line_plot(options, series)});
-  }
-  const std::vector<std::string> metrics = eval_metric_names(outputs);
-  if (!metrics.empty()) {
-    std::vector<PlotSeries> series;
-    for (const auto& [name, runs] : groups) {
-      PlotSeries s;
-      s.name = name;
+    for (const auto& [name, runs] : groups) series.push_back(seed_series(name, runs, outputs, key));
+    return series;
+  };
+  auto bars = [&](const std::vector<std::string>& metrics) {
+    std::vector<PlotSeries> series(groups.size());
+    for (size_t g = 0; g < groups.size(); ++g) {
+      series[g].name = groups[g].first;
       for (const auto& m : metrics) {
         std::vector<double> values;
-        for (const size_t r : runs) values.push_back(eval_value(outputs[r], m));
+        for (const size_t r : groups[g].second) values.push_back(eval_value(outputs[r], m));
         double mean, lo, hi;
         spread(values, &mean, &lo, &hi);
-        s.y.push_back(mean);
-        s.lo.push_back(lo);
-        s.hi.push_back(hi);
+        series[g].y.push_back(mean);
+        series[g].lo.push_back(lo);
+        series[g].hi.push_back(hi);
       }
-      series.push_back(std::move(s));
     }
-    PlotOptions options;
-    options.title = "Eval metrics (mean over seeds; bars: min to max)";
-    options.y_label = "value";
-    options.width = std::max(720, 200 + 110 * static_cast<int>(metrics.size()));
-    plots.push_back({"plots/eval.svg", options.title, render_bar_chart(options, metrics, series)});
-  }
-  return plots;
+    return series;
+  };
+  return assemble_plots(outputs, lines, bars, " (mean over seeds; band: min to max)",
+                        " (mean over seeds; bars: min to max)");
 }
 
 std::string plots_markdown(const std::vector<ReportPlot>& plots) {
