@@ -1,6 +1,8 @@
 // Python's json.dumps and repr(float), for byte-identical output files.
 
+#include <bertlab/error.h>
 #include <bertlab/io/python_json.h>
+#include <fmt/format.h>
 
 #include <charconv>
 #include <cmath>
@@ -117,6 +119,82 @@ void dump(const nlohmann::ordered_json& value, int indent, int level, std::strin
 }
 
 }  // namespace
+
+void append_json_string(std::string& out, std::string_view text) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  const auto escape_unit = [&](uint32_t unit) {
+    const char escaped[6] = {'\\',
+                             'u',
+                             kHex[(unit >> 12) & 0xF],
+                             kHex[(unit >> 8) & 0xF],
+                             kHex[(unit >> 4) & 0xF],
+                             kHex[unit & 0xF]};
+    out.append(escaped, 6);
+  };
+  const auto* p = reinterpret_cast<const unsigned char*>(text.data());
+  const auto* end = p + text.size();
+  out += '"';
+  while (p < end) {
+    // A run of printable ASCII other than `"` and `\` goes over as it is.
+    const auto* run = p;
+    while (p < end && *p >= 0x20 && *p < 0x7F && *p != '"' && *p != '\\') ++p;
+    out.append(reinterpret_cast<const char*>(run), static_cast<size_t>(p - run));
+    if (p == end) break;
+    const unsigned char c = *p;
+    if (c < 0x80) {
+      switch (c) {
+        case '"':
+          out += "\\\"";
+          break;
+        case '\\':
+          out += "\\\\";
+          break;
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case '\b':
+          out += "\\b";
+          break;
+        case '\f':
+          out += "\\f";
+          break;
+        default:
+          escape_unit(c);  // other control characters and DEL
+      }
+      ++p;
+      continue;
+    }
+    // A multi-byte UTF-8 sequence: decoded and checked (shortest form, no surrogates, <= U+10FFFF).
+    const int length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+    uint32_t cp = length == 4 ? c & 0x07u : length == 3 ? c & 0x0Fu : c & 0x1Fu;
+    bool valid = length > 0 && c < 0xF5 && end - p >= length;
+    for (int k = 1; valid && k < length; ++k) {
+      valid = (p[k] & 0xC0) == 0x80;
+      cp = (cp << 6) | (p[k] & 0x3Fu);
+    }
+    static constexpr uint32_t kSmallest[5] = {0, 0, 0x80, 0x800, 0x10000};
+    valid = valid && cp >= kSmallest[length] && cp <= 0x10FFFF && !(cp >= 0xD800 && cp <= 0xDFFF);
+    if (!valid) {
+      throw Error(fmt::format("JSON output: invalid UTF-8 at byte {} of a string",
+                              p - reinterpret_cast<const unsigned char*>(text.data())));
+    }
+    if (cp < 0x10000) {
+      escape_unit(cp);
+    } else {
+      cp -= 0x10000;
+      escape_unit(0xD800 + (cp >> 10));
+      escape_unit(0xDC00 + (cp & 0x3FF));
+    }
+    p += length;
+  }
+  out += '"';
+}
 
 std::string python_json_dumps(const nlohmann::ordered_json& value, int indent) {
   std::string out;

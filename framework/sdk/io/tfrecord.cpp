@@ -13,15 +13,22 @@ namespace bertlab {
 namespace fs = std::filesystem;
 
 std::string frame_tfrecord(std::string_view data) {
-  std::string out(12, '\0');
+  std::string out;
+  out.reserve(data.size() + 16);
+  append_tfrecord(out, data);
+  return out;
+}
+
+void append_tfrecord(std::string& out, std::string_view data) {
+  char header[12];
   const uint64_t length = data.size();
-  std::memcpy(out.data(), &length, 8);
-  const uint32_t length_crc = crc32c_mask(crc32c(out.data(), 8));
-  std::memcpy(out.data() + 8, &length_crc, 4);
+  std::memcpy(header, &length, 8);
+  const uint32_t length_crc = crc32c_mask(crc32c(header, 8));
+  std::memcpy(header + 8, &length_crc, 4);
+  out.append(header, 12);
   out.append(data);
   const uint32_t data_crc = crc32c_mask(crc32c(data.data(), data.size()));
   out.append(reinterpret_cast<const char*>(&data_crc), 4);
-  return out;
 }
 
 void TfRecordWriter::write(std::string_view record) { file_.write(frame_tfrecord(record)); }

@@ -12,9 +12,11 @@
 #include <cfenv>
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string_view>
+#include <thread>
 #include <unordered_set>
 
 #include "py_random.h"
@@ -80,9 +82,55 @@ std::string_view python_strip(std::string_view text) {
 
 }  // namespace
 
+namespace {
+
+/// The documents of lines [begin, end) of one file, as read_documents() builds them: the first
+/// document continues the one before the range. On a token without an id, stops and keeps the
+/// line (counted from the range's first) and the piece.
+struct DocumentPart {
+  std::vector<Document> documents = std::vector<Document>(1);
+  int64_t bad_line = 0;  ///< 0: none
+  std::string bad_piece;
+};
+
+void read_part(std::string_view text, const FullTokenizer& tokenizer, DocumentPart& part) {
+  Sentence sentence;
+  for_each_line(text, [&](std::string_view raw, int64_t line_number) {
+    if (part.bad_line != 0) return;
+    const std::string_view line = python_strip(raw);
+    if (line.empty()) {
+      part.documents.emplace_back();
+      return;
+    }
+    sentence.clear();
+    tokenizer.for_each_piece(line, [&](std::string_view piece, int64_t id) {
+      if (id < 0 && part.bad_line == 0) {
+        part.bad_line = line_number;
+        part.bad_piece = std::string(piece);
+      }
+      sentence.push_back(static_cast<int32_t>(id));
+    });
+    if (part.bad_line == 0 && !sentence.empty()) part.documents.back().push_back(sentence);
+  });
+}
+
+/// Line terminators in `text` as for_each_line() counts them ("\n", "\r\n", "\r").
+int64_t count_lines(std::string_view text) {
+  int64_t lines = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\n' || (text[i] == '\r' && (i + 1 == text.size() || text[i + 1] != '\n'))) {
+      ++lines;
+    }
+  }
+  return lines;
+}
+
+}  // namespace
+
 std::vector<Document> read_documents(const std::vector<fs::path>& files,
-                                     const FullTokenizer& tokenizer) {
+                                     const FullTokenizer& tokenizer, int threads) {
   std::vector<Document> documents(1);
+  const auto parts_wanted = static_cast<size_t>(std::max(1, threads));
   for (const auto& file : files) {
     const std::string text = read_bytes(file);
     if (const auto bad = find_invalid_utf8(text)) {
@@ -92,23 +140,37 @@ std::vector<Document> read_documents(const std::vector<fs::path>& files,
                       "(as create_pretraining_data.py reads it)",
                       file.string(), line, *bad));
     }
-    for_each_line(text, [&](std::string_view raw, int64_t line_number) {
-      const std::string_view line = python_strip(raw);
-      if (line.empty()) {
-        documents.emplace_back();
-        return;
+    // Ranges of whole lines: each cut is just after a "\n", which always ends a line.
+    std::vector<size_t> cuts = {0};
+    for (size_t k = 1; k < parts_wanted; ++k) {
+      const size_t at = text.find('\n', std::max(cuts.back(), text.size() * k / parts_wanted));
+      if (at == std::string::npos) break;
+      cuts.push_back(at + 1);
+    }
+    cuts.push_back(text.size());
+    const std::string_view all(text);
+    std::vector<DocumentPart> parts(cuts.size() - 1);
+    std::vector<std::thread> pool;
+    for (size_t k = 1; k < parts.size(); ++k) {
+      pool.emplace_back(
+          [&, k] { read_part(all.substr(cuts[k], cuts[k + 1] - cuts[k]), tokenizer, parts[k]); });
+    }
+    read_part(all.substr(0, cuts[1]), tokenizer, parts[0]);
+    for (auto& t : pool) t.join();
+    for (size_t k = 0; k < parts.size(); ++k) {
+      auto& part = parts[k];
+      if (part.bad_line != 0) {
+        const int64_t line = count_lines(all.substr(0, cuts[k])) + part.bad_line;
+        throw DataError(fmt::format(
+            "{}:{}: \"{}\" has no id: the vocabulary lacks [UNK]; use a BERT vocabulary",
+            file.string(), line, part.bad_piece));
       }
-      Sentence sentence;
-      tokenizer.for_each_piece(line, [&](std::string_view piece, int64_t id) {
-        if (id < 0) {
-          throw DataError(fmt::format(
-              "{}:{}: \"{}\" has no id: the vocabulary lacks [UNK]; use a BERT vocabulary",
-              file.string(), line_number, piece));
-        }
-        sentence.push_back(static_cast<int32_t>(id));
-      });
-      if (!sentence.empty()) documents.back().push_back(std::move(sentence));
-    });
+      auto& continued = part.documents.front();
+      documents.back().insert(documents.back().end(), std::make_move_iterator(continued.begin()),
+                              std::make_move_iterator(continued.end()));
+      documents.insert(documents.end(), std::make_move_iterator(part.documents.begin() + 1),
+                       std::make_move_iterator(part.documents.end()));
+    }
   }
   documents.erase(std::remove_if(documents.begin(), documents.end(),
                                  [](const Document& d) { return d.empty(); }),
@@ -171,15 +233,28 @@ void truncate_seq_pair(std::vector<int32_t>& a, std::vector<int32_t>& b, int64_t
   }
 }
 
-// create_masked_lm_predictions, in place on instance.tokens.
-void mask_tokens(TrainingInstance& instance, const CreateDataOptions& options, const MaskVocab& mv,
-                 PyRandom& rng) {
-  // Scratch reused across instances: a candidate is a run of positions in `positions`
-  // (whole-word masking joins a word's ## pieces), [begin[c], begin[c + 1]).
-  thread_local std::vector<int32_t> original, positions, begin, order;
-  thread_local std::vector<uint8_t> covered;
-  thread_local std::vector<std::pair<int32_t, int32_t>> masked;  // (position, original id)
-  original.assign(instance.tokens.begin(), instance.tokens.end());
+// Buffers reused from instance to instance.
+struct Scratch {
+  std::vector<int32_t> original, positions, begin, order;
+  std::vector<uint8_t> covered;
+  std::vector<int32_t> tokens, tokens_a, tokens_b;
+  std::vector<std::pair<int32_t, int32_t>> masked;  // (position, original id)
+  std::vector<const Sentence*> chunk;
+};
+
+// create_masked_lm_predictions, in place on `tokens`; `masked` gets the (position, original id)
+// pairs in ascending position.
+void mask_tokens(std::vector<int32_t>& tokens, std::vector<std::pair<int32_t, int32_t>>& masked,
+                 const CreateDataOptions& options, const MaskVocab& mv, PyRandom& rng,
+                 Scratch& scratch) {
+  // A candidate is a run of positions in `positions` (whole-word masking joins a word's ##
+  // pieces), [begin[c], begin[c + 1]).
+  auto& original = scratch.original;
+  auto& positions = scratch.positions;
+  auto& begin = scratch.begin;
+  auto& order = scratch.order;
+  auto& covered = scratch.covered;
+  original.assign(tokens.begin(), tokens.end());
   positions.clear();
   begin.clear();
   for (size_t i = 0; i < original.size(); ++i) {
@@ -222,30 +297,26 @@ void mask_tokens(TrainingInstance& instance, const CreateDataOptions& options, c
         replacement = mv.words[static_cast<size_t>(
             rng.randint(0, static_cast<int64_t>(mv.words.size()) - 1))];
       }
-      instance.tokens[p] = replacement;
+      tokens[p] = replacement;
       masked.emplace_back(p, original[p]);
     }
   }
-  std::stable_sort(masked.begin(), masked.end(),
-                   [](const auto& x, const auto& y) { return x.first < y.first; });
-  instance.masked_lm_positions.reserve(masked.size());
-  instance.masked_lm_labels.reserve(masked.size());
-  for (const auto& [position, label] : masked) {
-    instance.masked_lm_positions.push_back(position);
-    instance.masked_lm_labels.push_back(label);
-  }
+  // Positions are distinct (`covered`), so any sort orders them as Google's sorted() does.
+  std::sort(masked.begin(), masked.end(),
+            [](const auto& x, const auto& y) { return x.first < y.first; });
 }
 
 // create_instances_from_document.
 void instances_from_document(const std::vector<Document>& documents, size_t document_index,
                              const CreateDataOptions& options, const MaskVocab& mv, PyRandom& rng,
-                             std::vector<TrainingInstance>& out) {
+                             Scratch& scratch, InstanceStore& out) {
   const Document& document = documents[document_index];
   const int64_t max_num_tokens = options.max_seq_length - 3;
   int64_t target_seq_length = max_num_tokens;
   if (rng.random() < options.short_seq_prob) target_seq_length = rng.randint(2, max_num_tokens);
 
-  std::vector<const Sentence*> chunk;
+  std::vector<const Sentence*>& chunk = scratch.chunk;
+  chunk.clear();
   int64_t chunk_length = 0;
   const auto n = static_cast<int64_t>(document.size());
   for (int64_t i = 0; i < n; ++i) {
@@ -256,11 +327,13 @@ void instances_from_document(const std::vector<Document>& documents, size_t docu
     // The chunk is never empty here: it holds at least this segment.
     int64_t a_end = 1;
     if (chunk.size() >= 2) a_end = rng.randint(1, static_cast<int64_t>(chunk.size()) - 1);
-    std::vector<int32_t> tokens_a;
+    std::vector<int32_t>& tokens_a = scratch.tokens_a;
+    tokens_a.clear();
     for (int64_t j = 0; j < a_end; ++j) {
       tokens_a.insert(tokens_a.end(), chunk[j]->begin(), chunk[j]->end());
     }
-    std::vector<int32_t> tokens_b;
+    std::vector<int32_t>& tokens_b = scratch.tokens_b;
+    tokens_b.clear();
     bool is_random_next = false;
     if (chunk.size() == 1 || rng.random() < 0.5) {
       is_random_next = true;
@@ -288,18 +361,18 @@ void instances_from_document(const std::vector<Document>& documents, size_t docu
     BERTLAB_CHECK(!tokens_a.empty() && !tokens_b.empty(),
                   "create-data: an instance with an empty segment (A {}, B {} tokens)",
                   tokens_a.size(), tokens_b.size());
-    TrainingInstance instance;
-    instance.is_random_next = is_random_next;
-    instance.tokens.reserve(tokens_a.size() + tokens_b.size() + 3);
-    instance.tokens.push_back(mv.cls);
-    instance.tokens.insert(instance.tokens.end(), tokens_a.begin(), tokens_a.end());
-    instance.tokens.push_back(mv.sep);
-    instance.segment_ids.assign(instance.tokens.size(), 0);
-    instance.tokens.insert(instance.tokens.end(), tokens_b.begin(), tokens_b.end());
-    instance.tokens.push_back(mv.sep);
-    instance.segment_ids.resize(instance.tokens.size(), 1);
-    mask_tokens(instance, options, mv, rng);
-    out.push_back(std::move(instance));
+    std::vector<int32_t>& tokens = scratch.tokens;
+    std::vector<std::pair<int32_t, int32_t>>& masked = scratch.masked;
+    tokens.clear();
+    tokens.push_back(mv.cls);
+    tokens.insert(tokens.end(), tokens_a.begin(), tokens_a.end());
+    tokens.push_back(mv.sep);
+    const size_t segment_a_length = tokens.size();
+    tokens.insert(tokens.end(), tokens_b.begin(), tokens_b.end());
+    tokens.push_back(mv.sep);
+    masked.clear();
+    mask_tokens(tokens, masked, options, mv, rng, scratch);
+    out.add(tokens, segment_a_length, is_random_next, masked);
     chunk.clear();
     chunk_length = 0;
   }
@@ -307,20 +380,89 @@ void instances_from_document(const std::vector<Document>& documents, size_t docu
 
 }  // namespace
 
+void InstanceStore::add(const std::vector<int32_t>& tokens, size_t segment_a_length,
+                        bool is_random_next,
+                        const std::vector<std::pair<int32_t, int32_t>>& masked) {
+  const size_t values = tokens.size() + 2 * masked.size();
+  if (block_used_ + values > block_size_) {
+    // A new block; an instance larger than a block gets one of its own.
+    block_size_ = std::max(kBlockValues, values);
+    blocks_.emplace_back(new int32_t[block_size_]);  // NOLINT(*-avoid-c-arrays)
+    block_used_ = 0;
+  }
+  int32_t* data = blocks_.back().get() + block_used_;
+  block_used_ += values;
+  std::copy(tokens.begin(), tokens.end(), data);
+  int32_t* positions = data + tokens.size();
+  int32_t* labels = positions + masked.size();
+  for (size_t k = 0; k < masked.size(); ++k) {
+    positions[k] = masked[k].first;
+    labels[k] = masked[k].second;
+  }
+  entries_.push_back({data, static_cast<uint32_t>(tokens.size()),
+                      static_cast<uint32_t>(segment_a_length), static_cast<uint32_t>(masked.size()),
+                      is_random_next});
+}
+
+InstanceView InstanceStore::operator[](size_t i) const {
+  const Entry& e = entries_[i];
+  InstanceView v;
+  v.tokens = e.data;
+  v.length = e.length;
+  v.segment_a_length = e.segment_a_length;
+  v.is_random_next = e.is_random_next;
+  v.masked_positions = e.data + e.length;
+  v.masked_labels = v.masked_positions + e.masked;
+  v.masked = e.masked;
+  return v;
+}
+
+size_t InstanceStore::bytes() const {
+  return blocks_.size() * kBlockValues * sizeof(int32_t) + entries_.capacity() * sizeof(Entry) +
+         order_.capacity() * sizeof(uint32_t);
+}
+
+InstanceStore create_instances(std::vector<Document> documents, const FullTokenizer& tokenizer,
+                               const CreateDataOptions& options, PyRandom& rng) {
+  options.validate();
+  const MaskVocab mv = mask_vocab(tokenizer.vocab());
+  rng.shuffle(documents);
+  InstanceStore store;
+  Scratch scratch;
+  for (int64_t pass = 0; pass < options.dupe_factor; ++pass) {
+    for (size_t d = 0; d < documents.size(); ++d) {
+      instances_from_document(documents, d, options, mv, rng, scratch, store);
+    }
+  }
+  BERTLAB_CHECK(store.size() <= std::numeric_limits<uint32_t>::max(),
+                "create-data: {} instances; split the input into files of fewer than 2^32",
+                store.size());
+  // Shuffling the instances' numbers draws exactly what shuffling the instances does.
+  std::vector<uint32_t> order(store.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<uint32_t>(i);
+  rng.shuffle(order);
+  store.set_order(std::move(order));
+  return store;
+}
+
 std::vector<TrainingInstance> create_training_instances(std::vector<Document> documents,
                                                         const FullTokenizer& tokenizer,
                                                         const CreateDataOptions& options,
                                                         PyRandom& rng) {
-  options.validate();
-  const MaskVocab mv = mask_vocab(tokenizer.vocab());
-  rng.shuffle(documents);
+  const InstanceStore store = create_instances(std::move(documents), tokenizer, options, rng);
   std::vector<TrainingInstance> instances;
-  for (int64_t pass = 0; pass < options.dupe_factor; ++pass) {
-    for (size_t d = 0; d < documents.size(); ++d) {
-      instances_from_document(documents, d, options, mv, rng, instances);
-    }
+  instances.reserve(store.size());
+  for (const uint32_t i : store.order()) {
+    const InstanceView v = store[i];
+    TrainingInstance instance;
+    instance.tokens.assign(v.tokens, v.tokens + v.length);
+    instance.segment_ids.assign(v.length, 1);
+    std::fill_n(instance.segment_ids.begin(), v.segment_a_length, 0);
+    instance.is_random_next = v.is_random_next;
+    instance.masked_lm_positions.assign(v.masked_positions, v.masked_positions + v.masked);
+    instance.masked_lm_labels.assign(v.masked_labels, v.masked_labels + v.masked);
+    instances.push_back(std::move(instance));
   }
-  rng.shuffle(instances);
   return instances;
 }
 
@@ -360,6 +502,45 @@ std::string features_to_json_line(const InstanceFeatures& f) {
   j["masked_lm_weights"] = std::move(weights);
   j["next_sentence_labels"] = f.next_sentence_labels;
   return python_json_dumps(j);
+}
+
+namespace {
+
+/// Appends `count` copies of `item` to a list already holding `before` items (", " between).
+void append_repeated(std::string& out, std::string_view item, size_t count, size_t before) {
+  for (size_t i = 0; i < count; ++i) {
+    if (before + i > 0) out += ", ";
+    out.append(item);
+  }
+}
+
+}  // namespace
+
+void append_instance_json_line(std::string& out, const InstanceView& v, int64_t max_seq_length,
+                               int64_t max_predictions_per_seq) {
+  const auto seq = static_cast<size_t>(max_seq_length);
+  const auto predictions = static_cast<size_t>(max_predictions_per_seq);
+  BERTLAB_CHECK(v.length <= seq, "an instance of {} tokens exceeds max_seq_length {}", v.length,
+                seq);
+  const size_t masked = std::min(v.masked, predictions);
+  out += "{\"input_ids\": ";
+  append_json_int_list(out, v.tokens, v.length, seq - v.length);
+  out += ", \"input_mask\": [";
+  append_repeated(out, "1", v.length, 0);
+  append_repeated(out, "0", seq - v.length, v.length);
+  out += "], \"segment_ids\": [";
+  append_repeated(out, "0", v.segment_a_length, 0);
+  append_repeated(out, "1", v.length - v.segment_a_length, v.segment_a_length);
+  append_repeated(out, "0", seq - v.length, v.length);
+  out += "], \"masked_lm_positions\": ";
+  append_json_int_list(out, v.masked_positions, masked, predictions - masked);
+  out += ", \"masked_lm_ids\": ";
+  append_json_int_list(out, v.masked_labels, masked, predictions - masked);
+  out += ", \"masked_lm_weights\": [";
+  append_repeated(out, "1.0", masked, 0);
+  append_repeated(out, "0.0", predictions - masked, masked);
+  out += v.is_random_next ? "], \"next_sentence_labels\": [1]}\n"
+                          : "], \"next_sentence_labels\": [0]}\n";
 }
 
 }  // namespace bertlab::pretrain

@@ -2,9 +2,12 @@
 // Pretraining instances from text, as Google's create_pretraining_data.py makes them: the same
 // documents, the same random choices (CPython's generator), the same instances in the same order.
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bertlab {
@@ -44,13 +47,64 @@ struct TrainingInstance {
 
 /// The documents of `files` read as Google does: one sentence per line, a blank line (after
 /// Python's str.strip()) starts a new document, lines whose tokens are empty are dropped, empty
-/// documents removed. Throws DataError naming the file and line of invalid UTF-8, and of a token
-/// the vocabulary cannot give an id (a vocabulary without [UNK]).
+/// documents removed. Lines are tokenized on `threads` threads (the documents do not depend on
+/// it). Throws DataError naming the file and line of invalid UTF-8, and of the first token the
+/// vocabulary cannot give an id (a vocabulary without [UNK]).
 std::vector<Document> read_documents(const std::vector<std::filesystem::path>& files,
-                                     const FullTokenizer& tokenizer);
+                                     const FullTokenizer& tokenizer, int threads = 1);
+
+/// One instance held by an InstanceStore: views into the store's arrays.
+struct InstanceView {
+  const int32_t* tokens = nullptr;            ///< [CLS] A [SEP] B [SEP], masks applied
+  size_t length = 0;                          ///< tokens
+  size_t segment_a_length = 0;                ///< tokens of segment 0: [CLS] A [SEP]
+  bool is_random_next = false;                ///< B comes from another document
+  const int32_t* masked_positions = nullptr;  ///< [prediction] token position, ascending
+  const int32_t* masked_labels = nullptr;     ///< [prediction] the original token's id
+  size_t masked = 0;                          ///< predictions
+};
+
+/// Every instance of a run, held compactly until Google's final shuffle decides the order they
+/// are written in: each instance's tokens, masked positions and labels one after the other in
+/// large blocks (4 bytes a token, 8 a prediction, 16 for the rest), never moved once written.
+class InstanceStore {
+ public:
+  /// Appends an instance; `masked` holds (position, original id) pairs in ascending position.
+  void add(const std::vector<int32_t>& tokens, size_t segment_a_length, bool is_random_next,
+           const std::vector<std::pair<int32_t, int32_t>>& masked);
+  size_t size() const { return entries_.size(); }
+  /// Instance i in the order of creation.
+  InstanceView operator[](size_t i) const;
+  /// The order the instances are written in (Google's shuffle of them); set by
+  /// create_instances().
+  const std::vector<uint32_t>& order() const { return order_; }
+  void set_order(std::vector<uint32_t> order) { order_ = std::move(order); }
+  /// The bytes the store holds (blocks and entries).
+  size_t bytes() const;
+
+ private:
+  struct Entry {
+    const int32_t* data;  ///< tokens, then masked positions, then masked labels
+    uint32_t length;
+    uint32_t segment_a_length;
+    uint32_t masked;
+    bool is_random_next;
+  };
+  static constexpr size_t kBlockValues = size_t{1} << 20;  ///< 4 MiB blocks
+  std::vector<std::unique_ptr<int32_t[]>> blocks_;         // NOLINT(*-avoid-c-arrays)
+  size_t block_used_ = kBlockValues;
+  size_t block_size_ = 0;
+  std::vector<Entry> entries_;
+  std::vector<uint32_t> order_;
+};
 
 /// create_training_instances after the reading: shuffles the documents, makes dupe_factor passes
-/// of create_instances_from_document and shuffles the instances, all with `rng`.
+/// of create_instances_from_document and shuffles the instances (the store's order()), all with
+/// `rng`.
+InstanceStore create_instances(std::vector<Document> documents, const FullTokenizer& tokenizer,
+                               const CreateDataOptions& options, PyRandom& rng);
+
+/// The instances of create_instances() as TrainingInstances, in the written (shuffled) order.
 std::vector<TrainingInstance> create_training_instances(std::vector<Document> documents,
                                                         const FullTokenizer& tokenizer,
                                                         const CreateDataOptions& options,
@@ -70,7 +124,13 @@ struct InstanceFeatures {
 InstanceFeatures instance_features(const TrainingInstance& instance, int64_t max_seq_length,
                                    int64_t max_predictions_per_seq);
 
-/// One JSON Lines object with the seven features, as the oracle prints them (json.dumps).
+/// One JSON Lines object with the seven features, as the oracle prints them (json.dumps); the
+/// general encoding, which append_instance_json_line() gives directly.
 std::string features_to_json_line(const InstanceFeatures& features);
+
+/// Appends the JSON line (with its newline) of `instance`'s features: byte for byte
+/// features_to_json_line(instance_features(...)) + "\n", without building them.
+void append_instance_json_line(std::string& out, const InstanceView& instance,
+                               int64_t max_seq_length, int64_t max_predictions_per_seq);
 
 }  // namespace bertlab::pretrain

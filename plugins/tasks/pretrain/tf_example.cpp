@@ -8,6 +8,7 @@
 #include <bertlab/io/protobuf_wire.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -22,6 +23,7 @@ using protobuf::kLengthDelimited;
 using protobuf::kVarint;
 using protobuf::put_bytes;
 using protobuf::put_float_bytes;
+using protobuf::put_tag;
 using protobuf::put_varint;
 
 // Feature { oneof kind { BytesList bytes_list = 1; FloatList float_list = 2;
@@ -202,6 +204,104 @@ ExampleFeatures to_example(const InstanceFeatures& f) {
           {"masked_lm_ids", f.masked_lm_ids},
           {"masked_lm_weights", f.masked_lm_weights},
           {"next_sentence_labels", f.next_sentence_labels}};
+}
+
+namespace {
+
+size_t varint_size(uint64_t v) {
+  size_t n = 1;
+  while (v >= 0x80) {
+    v >>= 7;
+    ++n;
+  }
+  return n;
+}
+
+/// Appends the varints of `count` values then `zeros` zero bytes (padding: a zero is one byte).
+void put_varints(std::string& out, const int32_t* values, size_t count, size_t zeros) {
+  const size_t start = out.size();
+  out.resize(start + 10 * count + zeros);  // the zeros are in place already
+  auto* p = reinterpret_cast<uint8_t*>(out.data() + start);
+  for (size_t i = 0; i < count; ++i) {
+    // int64 features: a negative value is its 10-byte two's complement, as protobuf writes it.
+    auto v = static_cast<uint64_t>(static_cast<int64_t>(values[i]));
+    while (v >= 0x80) {
+      *p++ = static_cast<uint8_t>(v | 0x80);
+      v >>= 7;
+    }
+    *p++ = static_cast<uint8_t>(v);
+  }
+  std::memset(p, 0, zeros);
+  out.resize(static_cast<size_t>(reinterpret_cast<char*>(p) - out.data()) + zeros);
+}
+
+void put_repeated_byte(std::string& out, char byte, size_t count) { out.append(count, byte); }
+
+}  // namespace
+
+void append_instance_record(std::string& out, const InstanceView& v, int64_t max_seq_length,
+                            int64_t max_predictions_per_seq) {
+  const auto seq = static_cast<size_t>(max_seq_length);
+  const auto predictions = static_cast<size_t>(max_predictions_per_seq);
+  BERTLAB_CHECK(v.length <= seq, "an instance of {} tokens exceeds max_seq_length {}", v.length,
+                seq);
+  const size_t masked = std::min(v.masked, predictions);
+  // The packed values of the seven features one after the other, then the Example around them.
+  thread_local std::string packed;
+  packed.clear();
+  size_t ends[7];
+  put_varints(packed, v.tokens, v.length, seq - v.length);
+  ends[0] = packed.size();
+  put_repeated_byte(packed, 1, v.length);
+  put_repeated_byte(packed, 0, seq - v.length);
+  ends[1] = packed.size();
+  put_repeated_byte(packed, 0, v.segment_a_length);
+  put_repeated_byte(packed, 1, v.length - v.segment_a_length);
+  put_repeated_byte(packed, 0, seq - v.length);
+  ends[2] = packed.size();
+  put_varints(packed, v.masked_positions, masked, predictions - masked);
+  ends[3] = packed.size();
+  put_varints(packed, v.masked_labels, masked, predictions - masked);
+  ends[4] = packed.size();
+  for (size_t i = 0; i < predictions; ++i) put_float_bytes(packed, i < masked ? 1.0F : 0.0F);
+  ends[5] = packed.size();
+  put_varint(packed, v.is_random_next ? 1 : 0);
+  ends[6] = packed.size();
+  static constexpr std::string_view kNames[7] = {
+      "input_ids",     "input_mask",        "segment_ids",         "masked_lm_positions",
+      "masked_lm_ids", "masked_lm_weights", "next_sentence_labels"};
+  // Feature kinds: Int64List = 3, FloatList = 2.
+  static constexpr uint32_t kKinds[7] = {3, 3, 3, 3, 3, 2, 3};
+  // Sizes from the inside out: list { packed }, feature { list }, entry { name, feature }.
+  size_t entry_sizes[7];
+  size_t feature_sizes[7];
+  size_t list_sizes[7];
+  size_t map_size = 0;
+  for (size_t f = 0; f < 7; ++f) {
+    const size_t n = ends[f] - (f == 0 ? 0 : ends[f - 1]);
+    list_sizes[f] = n == 0 ? 0 : 1 + varint_size(n) + n;
+    feature_sizes[f] = 1 + varint_size(list_sizes[f]) + list_sizes[f];
+    entry_sizes[f] = 1 + varint_size(kNames[f].size()) + kNames[f].size() + 1 +
+                     varint_size(feature_sizes[f]) + feature_sizes[f];
+    map_size += 1 + varint_size(entry_sizes[f]) + entry_sizes[f];
+  }
+  thread_local std::string example;
+  example.clear();
+  put_tag(example, 1, kLengthDelimited);
+  put_varint(example, map_size);
+  for (size_t f = 0; f < 7; ++f) {
+    const size_t begin = f == 0 ? 0 : ends[f - 1];
+    const size_t n = ends[f] - begin;
+    put_tag(example, 1, kLengthDelimited);
+    put_varint(example, entry_sizes[f]);
+    put_bytes(example, 1, kNames[f]);
+    put_tag(example, 2, kLengthDelimited);
+    put_varint(example, feature_sizes[f]);
+    put_tag(example, kKinds[f], kLengthDelimited);
+    put_varint(example, list_sizes[f]);
+    if (n > 0) put_bytes(example, 1, std::string_view(packed).substr(begin, n));
+  }
+  append_tfrecord(out, example);
 }
 
 }  // namespace bertlab::pretrain

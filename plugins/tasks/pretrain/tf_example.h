@@ -32,6 +32,11 @@ ExampleFeatures parse_example(std::string_view bytes, const std::string& what);
 /// Google's seven features of an instance, in write_instance_to_example_files's order.
 ExampleFeatures to_example(const InstanceFeatures& features);
 
+/// Appends the framed TFRecord of `instance`'s tf.train.Example: byte for byte
+/// append_tfrecord(serialize_example(to_example(instance_features(...)))), encoded directly.
+void append_instance_record(std::string& out, const InstanceView& instance, int64_t max_seq_length,
+                            int64_t max_predictions_per_seq);
+
 // The framing and the file classes are the SDK's (bertlab/io/tfrecord.h).
 using ::bertlab::read_tfrecords;
 using ::bertlab::TfRecordReader;

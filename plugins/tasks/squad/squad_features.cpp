@@ -107,17 +107,43 @@ bool is_max_context(const std::vector<DocSpan>& spans, size_t current, int64_t p
 
 }  // namespace
 
+/// The document pieces of the last example converted, and the words they were made from.
+struct FeatureMaker::Cache {
+  DocPieces doc;
+  const std::vector<std::string>* doc_words = nullptr;
+};
+
+FeatureMaker::FeatureMaker(const FullTokenizer& tokenizer, const FeatureOptions& options)
+    : tokenizer_(tokenizer),
+      options_(options),
+      cls_id_(static_cast<int32_t>(tokenizer.vocab().id("[CLS]"))),
+      sep_id_(static_cast<int32_t>(tokenizer.vocab().id("[SEP]"))),
+      cache_(std::make_unique<Cache>()) {}
+
+FeatureMaker::~FeatureMaker() = default;
+
 std::vector<SquadFeature> convert_examples_to_features(const std::vector<SquadExample>& examples,
                                                        const FullTokenizer& tokenizer,
                                                        const FeatureOptions& options) {
-  const Vocab& vocab = tokenizer.vocab();
-  const auto cls_id = static_cast<int32_t>(vocab.id("[CLS]"));
-  const auto sep_id = static_cast<int32_t>(vocab.id("[SEP]"));
+  FeatureMaker maker(tokenizer, options);
   std::vector<SquadFeature> features;
   int64_t unique_id = kFirstUniqueId;
-  DocPieces doc;
-  const std::vector<std::string>* doc_words = nullptr;  // the words `doc` was made from
-  for (size_t example_index = 0; example_index < examples.size(); ++example_index) {
+  for (size_t i = 0; i < examples.size(); ++i) {
+    unique_id += static_cast<int64_t>(maker.add(examples, i, unique_id, features));
+  }
+  return features;
+}
+
+size_t FeatureMaker::add(const std::vector<SquadExample>& examples, size_t example_index,
+                         int64_t unique_id, std::vector<SquadFeature>& features) {
+  const FullTokenizer& tokenizer = tokenizer_;
+  const FeatureOptions& options = options_;
+  const int32_t cls_id = cls_id_;
+  const int32_t sep_id = sep_id_;
+  DocPieces& doc = cache_->doc;
+  const std::vector<std::string>*& doc_words = cache_->doc_words;
+  const size_t first = features.size();
+  {
     const SquadExample& example = examples[example_index];
     std::vector<std::string> query;
     std::vector<int32_t> query_ids;
@@ -205,7 +231,7 @@ std::vector<SquadFeature> convert_examples_to_features(const std::vector<SquadEx
       features.push_back(std::move(f));
     }
   }
-  return features;
+  return features.size() - first;
 }
 
 std::string feature_to_json_line(const SquadFeature& feature, bool is_training) {
@@ -235,6 +261,53 @@ std::string feature_to_json_line(const SquadFeature& feature, bool is_training) 
   }
   j["is_impossible"] = feature.is_impossible;
   return python_json_dumps(j);
+}
+
+void append_feature_json_line(std::string& out, const SquadFeature& feature, bool is_training) {
+  out += "{\"unique_id\": ";
+  append_json_int(out, feature.unique_id);
+  out += ", \"example_index\": ";
+  append_json_int(out, feature.example_index);
+  out += ", \"doc_span_index\": ";
+  append_json_int(out, feature.doc_span_index);
+  out += ", \"tokens\": [";
+  for (size_t i = 0; i < feature.tokens.size(); ++i) {
+    if (i > 0) out += ", ";
+    append_json_string(out, feature.tokens[i]);
+  }
+  // The two maps keyed by the document tokens' positions, as strings.
+  const auto append_map = [&](const char* key, auto&& append_value) {
+    out += key;
+    bool first = true;
+    for (size_t i = 0; i < feature.tokens.size(); ++i) {
+      if (feature.token_to_orig[i] < 0) continue;
+      out += first ? "{\"" : ", \"";
+      first = false;
+      append_json_int(out, static_cast<int64_t>(i));
+      out += "\": ";
+      append_value(i);
+    }
+    out += first ? "{}" : "}";
+  };
+  append_map("], \"token_to_orig_map\": ",
+             [&](size_t i) { append_json_int(out, feature.token_to_orig[i]); });
+  append_map(", \"token_is_max_context\": ",
+             [&](size_t i) { out += feature.token_is_max_context[i] != 0 ? "true" : "false"; });
+  out += ", \"input_ids\": ";
+  append_json_int_list(out, feature.input_ids.data(), feature.input_ids.size());
+  out += ", \"input_mask\": ";
+  append_json_int_list(out, feature.input_mask.data(), feature.input_mask.size());
+  out += ", \"segment_ids\": ";
+  append_json_int_list(out, feature.segment_ids.data(), feature.segment_ids.size());
+  if (is_training) {
+    out += ", \"start_position\": ";
+    append_json_int(out, feature.start_position);
+    out += ", \"end_position\": ";
+    append_json_int(out, feature.end_position);
+  } else {
+    out += ", \"start_position\": null, \"end_position\": null";
+  }
+  out += feature.is_impossible ? ", \"is_impossible\": true}\n" : ", \"is_impossible\": false}\n";
 }
 
 }  // namespace bertlab::squad

@@ -1,7 +1,9 @@
 #pragma once
 // Model inputs of SQuAD examples, as run_squad.py's convert_examples_to_features.
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,28 @@ struct SquadFeature {
   bool is_impossible = false;        ///< training: the example is impossible (v2)
 };
 
+/// Makes the features of one example at a time (a paragraph's words are tokenized once for its
+/// consecutive questions), so that blocks of examples can be converted on several threads.
+class FeatureMaker {
+ public:
+  FeatureMaker(const FullTokenizer& tokenizer, const FeatureOptions& options);
+  ~FeatureMaker();
+  FeatureMaker(const FeatureMaker&) = delete;
+  FeatureMaker& operator=(const FeatureMaker&) = delete;
+  /// Appends the features of examples[example_index] to `out`, numbered from `unique_id`;
+  /// returns how many.
+  size_t add(const std::vector<SquadExample>& examples, size_t example_index, int64_t unique_id,
+             std::vector<SquadFeature>& out);
+
+ private:
+  struct Cache;
+  const FullTokenizer& tokenizer_;
+  FeatureOptions options_;
+  int32_t cls_id_;
+  int32_t sep_id_;
+  std::unique_ptr<Cache> cache_;
+};
+
 /// All features of `examples`, in example order then window order.
 std::vector<SquadFeature> convert_examples_to_features(const std::vector<SquadExample>& examples,
                                                        const FullTokenizer& tokenizer,
@@ -54,5 +78,9 @@ std::vector<SquadFeature> convert_examples_to_features(const std::vector<SquadEx
 /// position as a string, document tokens only), input_ids, input_mask, segment_ids,
 /// start_position and end_position (null when not training) and is_impossible. No newline.
 std::string feature_to_json_line(const SquadFeature& feature, bool is_training);
+
+/// Appends that line and its newline, written directly: byte for byte
+/// feature_to_json_line(feature, is_training) + "\n".
+void append_feature_json_line(std::string& out, const SquadFeature& feature, bool is_training);
 
 }  // namespace bertlab::squad

@@ -1,11 +1,18 @@
 // `bertlab squad features` and `bertlab bench squad-features`.
 
 #include <bertlab/error.h>
+#include <bertlab/io/ordered_blocks.h>
+#include <bertlab/io/python_json.h>
+#include <bertlab/log.h>
 #include <bertlab/text/tokenizer.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include <bertlab/absl_flags.h>
@@ -66,6 +73,15 @@ bool parse_feature_flags(FlagSet& flags, const std::vector<std::string>& args) {
   return true;
 }
 
+FeatureOptions feature_options(const FlagSet& flags, const ReadOptions& read) {
+  FeatureOptions options;
+  options.max_seq_length = flags.get_int("max_seq_length");
+  options.doc_stride = flags.get_int("doc_stride");
+  options.max_query_length = flags.get_int("max_query_length");
+  options.is_training = read.is_training;
+  return options;
+}
+
 FeatureRun make_features(const FlagSet& flags, const FullTokenizer& tokenizer) {
   using Clock = std::chrono::steady_clock;
   FeatureRun run;
@@ -75,37 +91,112 @@ FeatureRun make_features(const FlagSet& flags, const FullTokenizer& tokenizer) {
   read.version_2_with_negative = flags.get_bool("version_2_with_negative");
   run.examples = read_squad_examples(flags.get_string("input"), read);
   const auto t1 = Clock::now();
-  FeatureOptions options;
-  options.max_seq_length = flags.get_int("max_seq_length");
-  options.doc_stride = flags.get_int("doc_stride");
-  options.max_query_length = flags.get_int("max_query_length");
-  options.is_training = read.is_training;
-  run.features = convert_examples_to_features(run.examples, tokenizer, options);
+  run.features =
+      convert_examples_to_features(run.examples, tokenizer, feature_options(flags, read));
   const auto t2 = Clock::now();
   run.read_seconds = std::chrono::duration<double>(t1 - t0).count();
   run.feature_seconds = std::chrono::duration<double>(t2 - t1).count();
   return run;
 }
 
+/// Examples per block of the parallel conversion (about 50 features, 500 KB of JSON).
+constexpr size_t kBlockExamples = 48;
+
+/// Writes `bytes` to the file descriptor; throws Error naming what failed (a closed pipe, a full
+/// disk).
+void write_fd(int fd, std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      throw Error(
+          fmt::format("bertlab squad features: writing the output failed ({}); is the "
+                      "disk full or the pipe closed?",
+                      std::strerror(errno)));
+    }
+    bytes.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+/// A block of examples converted and encoded: its JSON lines, each written with unique_id 0 (the
+/// ids depend on the features of the blocks before, known only when writing).
+struct LineBlock {
+  std::vector<SquadFeature> features;
+  std::string lines;
+  std::vector<size_t> line_starts;
+  std::string out;
+};
+
+/// The features of every example as JSON Lines, written in order to `fd`: blocks of examples
+/// converted and encoded on `threads` threads, nothing held beyond the blocks in flight. Returns
+/// the number of features.
+size_t write_feature_lines(const std::vector<SquadExample>& examples,
+                           const FullTokenizer& tokenizer, const FeatureOptions& options,
+                           int threads, int fd) {
+  static constexpr std::string_view kIdPrefix = "{\"unique_id\": 0";
+  const size_t blocks = (examples.size() + kBlockExamples - 1) / kBlockExamples;
+  int64_t unique_id = kFirstUniqueId;
+  encode_blocks_in_order<LineBlock>(
+      blocks, threads,
+      [&](size_t b, LineBlock& block) {
+        block.features.clear();
+        block.lines.clear();
+        block.line_starts.clear();
+        FeatureMaker maker(tokenizer, options);
+        const size_t end = std::min(examples.size(), (b + 1) * kBlockExamples);
+        for (size_t i = b * kBlockExamples; i < end; ++i) maker.add(examples, i, 0, block.features);
+        for (auto& feature : block.features) {
+          feature.unique_id = 0;  // the writer puts the real one in
+          block.line_starts.push_back(block.lines.size());
+          append_feature_json_line(block.lines, feature, options.is_training);
+        }
+        block.line_starts.push_back(block.lines.size());
+      },
+      [&](size_t, LineBlock& block) {
+        block.out.clear();
+        for (size_t k = 0; k + 1 < block.line_starts.size(); ++k) {
+          const std::string_view line(block.lines.data() + block.line_starts[k],
+                                      block.line_starts[k + 1] - block.line_starts[k]);
+          block.out += "{\"unique_id\": ";
+          append_json_int(block.out, unique_id++);
+          block.out.append(line.substr(kIdPrefix.size()));
+        }
+        write_fd(fd, block.out);
+      });
+  return static_cast<size_t>(unique_id - kFirstUniqueId);
+}
+
 }  // namespace
 
 int features_tool(const std::vector<std::string>& args) {
   FlagSet flags("bertlab squad features");
+  flags.add_int("threads", 0,
+                "threads to encode the JSON on; 0: one per core (the output is the same for any "
+                "number)");
   if (!parse_feature_flags(flags, args)) return 0;
-  const FullTokenizer tokenizer(flags.get_string("vocab_file"), flags.get_bool("do_lower_case"));
-  const FeatureRun run = make_features(flags, tokenizer);
-  const bool training = flags.get_bool("training");
-  std::string out;
-  for (const auto& feature : run.features) {
-    out += feature_to_json_line(feature, training);
-    out += '\n';
-    if (out.size() > (1U << 20)) {
-      std::fwrite(out.data(), 1, out.size(), stdout);
-      out.clear();
-    }
+  const int64_t threads = flags.get_int("threads");
+  if (threads < 0 || threads > 1024) {
+    throw ConfigError(
+        fmt::format("bertlab squad: --threads ({}) must be 0 (one per core) to 1024", threads));
   }
-  std::fwrite(out.data(), 1, out.size(), stdout);
-  return std::fflush(stdout) == 0 ? 0 : 1;
+  const FullTokenizer tokenizer(flags.get_string("vocab_file"), flags.get_bool("do_lower_case"));
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  ReadOptions read;
+  read.is_training = flags.get_bool("training");
+  read.version_2_with_negative = flags.get_bool("version_2_with_negative");
+  const auto examples = read_squad_examples(flags.get_string("input"), read);
+  const auto t1 = Clock::now();
+  const int encode_threads = threads == 0 ? default_encode_threads() : static_cast<int>(threads);
+  const size_t features = write_feature_lines(examples, tokenizer, feature_options(flags, read),
+                                              encode_threads, STDOUT_FILENO);
+  const auto t2 = Clock::now();
+  const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
+  log_info("data",
+           "squad features: {} examples → {} features (read {:.2f} s, features and JSON "
+           "{:.2f} s; {} threads)",
+           examples.size(), features, seconds(t1 - t0), seconds(t2 - t1), encode_threads);
+  return 0;
 }
 
 int bench_features_tool(const std::vector<std::string>& args) {

@@ -4,6 +4,7 @@
 // the folder is fsync'd), so a reader never sees a half-written file and an earlier complete one
 // is never lost to an interrupted write.
 
+#include <cstdint>
 #include <filesystem>
 #include <string>
 #include <string_view>
@@ -41,6 +42,8 @@ class AtomicFile {
   bool keep_partial_;
   int fd_ = -1;
   std::string buffer_;
+  uint64_t offset_ = 0;          ///< bytes handed to the file
+  uint64_t writeback_from_ = 0;  ///< where the disk's writeback was last started
   bool committed_ = false;
 };
 

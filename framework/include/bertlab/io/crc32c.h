@@ -7,8 +7,16 @@
 
 namespace bertlab {
 
-/// The CRC-32C of `data[0, n)` continuing from `crc` (0 to start).
+/// The CRC-32C of `data[0, n)` continuing from `crc` (0 to start). Uses the CPU's CRC-32C
+/// instruction where it has one (x86-64 with SSE 4.2, AArch64 with the CRC extension).
 uint32_t crc32c_extend(uint32_t crc, const void* data, size_t n);
+
+/// crc32c_extend() by slicing-by-8 tables, without the CPU's instruction (the fallback; tests
+/// compare the two).
+uint32_t crc32c_extend_portable(uint32_t crc, const void* data, size_t n);
+
+/// Whether crc32c_extend() uses the CPU's instruction on this machine.
+bool crc32c_uses_cpu_instruction();
 
 /// The CRC-32C of `data[0, n)`.
 inline uint32_t crc32c(const void* data, size_t n) { return crc32c_extend(0, data, n); }

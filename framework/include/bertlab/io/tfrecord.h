@@ -16,6 +16,8 @@ namespace bertlab {
 
 /// The bytes of one framed record holding `data`.
 std::string frame_tfrecord(std::string_view data);
+/// Appends the framed record holding `data` to `out` (frame_tfrecord() without the copy).
+void append_tfrecord(std::string& out, std::string_view data);
 
 /// Writes framed records to NAME.partial; close() puts NAME in place (bertlab/io/atomic_file.h),
 /// so an interrupted run never leaves a truncated NAME nor replaces an earlier complete one.
