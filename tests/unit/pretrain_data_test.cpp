@@ -187,6 +187,162 @@ TEST(CreateData, OneSentenceDocumentsPairWithOtherDocuments) {
   for (const auto& instance : instances) EXPECT_TRUE(instance.is_random_next);
 }
 
+// ---------------------------------------------------------------------------------------------
+// The direct writers and the threads, on a larger generated corpus
+
+/// A corpus of `documents` documents of vocabulary words (whole words, ## pieces, accented and
+/// CJK tokens, punctuation), drawn by a fixed LCG: sentences of 1 to 40 words, documents of 1 to
+/// 12 sentences, with "\r\n" and "\r" line ends and blank lines holding spaces now and then.
+std::string generated_corpus(size_t documents) {
+  const Vocab vocab = Vocab::load(vocab_file());
+  uint64_t state = 2024;
+  const auto next = [&](uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  std::string text;
+  for (size_t d = 0; d < documents; ++d) {
+    const size_t sentences = 1 + next(12);
+    for (size_t s = 0; s < sentences; ++s) {
+      const size_t words = 1 + next(40);
+      for (size_t w = 0; w < words; ++w) {
+        std::string_view token = vocab.tokens()[999 + next(vocab.tokens().size() - 999)];
+        if (token.substr(0, 2) == "##" && !text.empty() && text.back() != ' ') {
+          token.remove_prefix(2);  // glued to the word before: a word of several pieces
+        } else if (w > 0) {
+          text += ' ';
+        }
+        text += token;
+      }
+      const uint64_t end = next(20);
+      text += end == 0 ? "\r\n" : end == 1 ? "\r" : "\n";
+    }
+    text += next(5) == 0 ? "  \n" : "\n";
+  }
+  return text;
+}
+
+struct Encoded {
+  std::string tfrecord;
+  std::string jsonl;
+};
+
+/// The instances of `corpus` as the direct writers encode them and as the general encoding
+/// (InstanceFeatures, serialize_example, nlohmann's JSON) does.
+std::pair<Encoded, Encoded> encode_both_ways(const fs::path& corpus,
+                                             const CreateDataOptions& options, bool lower_case) {
+  const FullTokenizer tokenizer(vocab_file(), lower_case);
+  Encoded direct;
+  Encoded general;
+  {
+    PyRandom rng(static_cast<uint64_t>(options.random_seed));
+    const InstanceStore store =
+        create_instances(read_documents({corpus}, tokenizer), tokenizer, options, rng);
+    for (const uint32_t i : store.order()) {
+      append_instance_record(direct.tfrecord, store[i], options.max_seq_length,
+                             options.max_predictions_per_seq);
+      append_instance_json_line(direct.jsonl, store[i], options.max_seq_length,
+                                options.max_predictions_per_seq);
+    }
+  }
+  PyRandom rng(static_cast<uint64_t>(options.random_seed));
+  for (const auto& instance :
+       create_training_instances(read_documents({corpus}, tokenizer), tokenizer, options, rng)) {
+    const InstanceFeatures f =
+        instance_features(instance, options.max_seq_length, options.max_predictions_per_seq);
+    general.tfrecord += frame_tfrecord(serialize_example(to_example(f)));
+    general.jsonl += features_to_json_line(f) + "\n";
+  }
+  return {direct, general};
+}
+
+TEST(CreateData, DirectWritersEqualTheGeneralEncoding) {
+  TempDir dir;
+  write_file(dir / "corpus.txt", generated_corpus(400));
+  CreateDataOptions plain;
+  plain.dupe_factor = 2;
+  CreateDataOptions wwm;  // whole words, short sequences, predictions cut at the limit
+  wwm.do_whole_word_mask = true;
+  wwm.max_seq_length = 40;
+  wwm.max_predictions_per_seq = 3;
+  wwm.masked_lm_prob = 0.3;
+  wwm.short_seq_prob = 0.5;
+  wwm.random_seed = 9;
+  for (const auto* options : {&plain, &wwm}) {
+    const auto [direct, general] = encode_both_ways(dir / "corpus.txt", *options, true);
+    EXPECT_GT(general.jsonl.size(), 1000000U) << "a corpus large enough to matter";
+    EXPECT_TRUE(direct.tfrecord == general.tfrecord);
+    EXPECT_TRUE(direct.jsonl == general.jsonl);
+  }
+}
+
+TEST(CreateData, TheFilesAreTheSameOnAnyNumberOfThreads) {
+  TempDir dir;
+  write_file(dir / "corpus.txt", generated_corpus(300));
+  const auto run = [&](const std::string& threads) {
+    const fs::path out = dir / ("t" + threads);
+    fs::create_directories(out);
+    const auto result = run_bertlab(
+        {"pretrain", "create-data", "--input_file=" + (dir / "corpus.txt").string(),
+         "--vocab_file=" + vocab_file(), "--dupe_factor=2", "--threads=" + threads,
+         "--output_file=" + (out / "a.jsonl").string() + "," + (out / "b.tfrecord").string()});
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    return std::make_pair(read_file(out / "a.jsonl"), read_file(out / "b.tfrecord"));
+  };
+  const auto one = run("1");
+  const auto three = run("3");
+  EXPECT_TRUE(one.first == three.first);
+  EXPECT_TRUE(one.second == three.second);
+  // And the files are the general encoding's, dealt round-robin.
+  CreateDataOptions options;
+  options.dupe_factor = 2;
+  const auto general = encode_both_ways(dir / "corpus.txt", options, true).second;
+  const auto lines = lines_of(general.jsonl);
+  const auto records = read_tfrecords(dir / "t1" / "b.tfrecord");
+  const auto got_lines = lines_of(one.first);
+  ASSERT_EQ(got_lines.size() + records.size(), lines.size());
+  std::string framed;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (i % 2 == 0) {
+      EXPECT_EQ(got_lines[i / 2], lines[i]) << "instance " << i;
+    } else {
+      framed += frame_tfrecord(records[i / 2]);
+    }
+  }
+  EXPECT_TRUE(framed == one.second);
+}
+
+TEST(CreateData, DocumentsAreTheSameOnAnyNumberOfThreads) {
+  TempDir dir;
+  // Blank lines of spaces, "\r\n" and lone "\r", a last line without its end.
+  std::string text = generated_corpus(60) + "\r\n   \r\nlast words of the file";
+  write_file(dir / "in.txt", text);
+  const FullTokenizer tokenizer(vocab_file(), true);
+  const auto one = read_documents({dir / "in.txt", dir / "in.txt"}, tokenizer, 1);
+  EXPECT_GT(one.size(), 100U);
+  for (const int threads : {2, 3, 7, 64}) {
+    EXPECT_TRUE(read_documents({dir / "in.txt", dir / "in.txt"}, tokenizer, threads) == one)
+        << threads << " threads";
+  }
+  // A word without an id (a vocabulary without [UNK]) is named by its line, whichever thread
+  // read it: the first one in the file.
+  write_file(dir / "vocab.txt", "[PAD]\n[CLS]\n[SEP]\n[MASK]\nthe\nman\n");
+  const FullTokenizer no_unk(dir / "vocab.txt", true);
+  std::string lines;
+  for (int i = 1; i <= 200; ++i) lines += i == 150 || i == 180 ? "the dog\n" : "the man\n";
+  write_file(dir / "unknown.txt", lines);
+  for (const int threads : {1, 2, 5}) {
+    try {
+      read_documents({dir / "unknown.txt"}, no_unk, threads);
+      ADD_FAILURE() << "no error with " << threads << " threads";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find("unknown.txt:150: \"[UNK]\" has no id"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+}
+
 TEST(CreateData, BadInputIsNamed) {
   TempDir dir;
   const auto run = [&](const std::string& input, const std::string& vocab) {

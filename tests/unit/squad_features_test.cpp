@@ -81,6 +81,56 @@ TEST(SquadFeatures, WholeDevV2AsGoogle) {
   }
 }
 
+// The direct JSON writer gives the general encoding's lines (nlohmann's document written as
+// json.dumps) for every feature of dev-v1.1, of a training set with many windows (unique ids of
+// several digits within an example) and of a cased vocabulary's odd characters.
+TEST(SquadFeatures, DirectWriterEqualsTheGeneralEncoding) {
+  const FullTokenizer uncased(vocab_file(), true);
+  const FullTokenizer cased(vocab_file(), false);
+  struct Case {
+    const char* file;
+    bool training;
+    bool v2;
+    FeatureOptions options;
+    const FullTokenizer* tokenizer;
+  };
+  const Case cases[] = {
+      {"dev-v1.1.json.zip", false, false, {384, 128, 64, false}, &uncased},
+      {"dev-v1.1.json.zip", false, false, {64, 16, 12, false}, &cased},
+      {"normans-3-train-v2.0.json", true, true, {64, 16, 12, true}, &uncased},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.file);
+    const auto examples =
+        read_squad_examples(data_path(std::string("squad/") + c.file), {c.training, c.v2});
+    const auto features = convert_examples_to_features(examples, *c.tokenizer, c.options);
+    ASSERT_GE(features.size(), 200U);
+    std::string direct;
+    for (size_t i = 0; i < features.size(); ++i) {
+      direct.clear();
+      append_feature_json_line(direct, features[i], c.training);
+      ASSERT_EQ(direct, feature_to_json_line(features[i], c.training) + "\n") << "feature " << i;
+    }
+  }
+}
+
+TEST(SquadFeatures, TheOutputIsTheSameOnAnyNumberOfThreads) {
+  const auto run = [](const std::string& threads) {
+    return run_bertlab({"squad", "features", "--vocab_file", vocab_file(), "--input",
+                        data_path("squad/normans-3-train-v2.0.json").string(), "--training",
+                        "--version_2_with_negative", "--max_seq_length=64", "--doc_stride=16",
+                        "--max_query_length=12", "--threads=" + threads});
+  };
+  const auto one = run("1");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  for (const char* threads : {"2", "5"}) {
+    const auto many = run(threads);
+    ASSERT_EQ(many.exit_code, 0) << many.err;
+    EXPECT_TRUE(many.out == one.out) << threads << " threads";
+  }
+  EXPECT_NE(one.err.find("features and JSON"), std::string::npos) << one.err;
+}
+
 // A vocabulary of whole words, so that every word is one piece and positions are easy to
 // derive by hand.
 FullTokenizer word_tokenizer() {
