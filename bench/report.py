@@ -11,6 +11,7 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
 import sys
 
@@ -98,6 +99,104 @@ def merge(lines, previous_path, rerun):
 def one(out, name):
     path = os.path.join(out, name)
     return load(path)[0] if os.path.exists(path) else None
+
+
+def data_rows(out, lines, google_squad):
+    """The `data` rows: the data tools as whole processes (start-up included, files written)
+    against Google's core loop on the same input, the writers' encoding in-process, memory."""
+    runs = {}
+    for r in load(os.path.join(out, "data.jsonl")):
+        runs.setdefault(r["name"], []).append(r)
+    if not runs:
+        return
+
+    def median(name, key):
+        values = sorted(r[key] for r in runs.get(name, []))
+        return values[len(values) // 2] if values else None
+
+    def yes(ok):
+        return "yes" if ok else "no"
+
+    core = one(out, "create_data_corpus.json")
+    google = one(out, "google_create_data_corpus.json")
+    google_rss = one(out, "google_create_data_rss.json")
+    start = median("startup", "wall_s")
+    start_rss = median("startup", "peak_rss_mb")
+    n = len(runs.get("startup", []))
+    if start is not None:
+        lines.append(
+            f"| start-up, whole process (`bertlab --version`, median of {n}) | – | {start:.2f} s, "
+            f"peak RSS {start_rss} MB (libtorch's libraries loaded and its operators registered) "
+            f"| – | stated, not a target | – |")
+    if core:
+        instances = core["instances"]
+        for fmt, target in (("tfrecord", 10), ("jsonl", 5)):
+            wall = median(f"create-data-{fmt}", "wall_s")
+            if wall is None:
+                continue
+            rate = instances / wall
+            name = "TFRecord" if fmt == "tfrecord" else "JSON Lines"
+            out_mb = median(f"create-data-{fmt}", "output_bytes") / 1e6
+            rss = median(f"create-data-{fmt}", "peak_rss_mb")
+            mine = (f"{rate:,.0f} instances/s ({wall:.2f} s, start-up included; {out_mb:.0f} MB "
+                    f"written; peak RSS {rss} MB)")
+            if google:
+                g = google["instances_per_s"]
+                lines.append(
+                    f"| create-data end to end, whole process, to {name} (SQuAD v1.1 + v2.0 dev "
+                    f"paragraphs ×5, 12.9 MB, dupe 2, {instances:,} instances, median of {n}) | "
+                    f"Google's core loop {g:,.0f} instances/s (measured in this run; reads and "
+                    f"builds the instances, writes nothing) | {mine} | {rate / g:.1f}× | "
+                    f"≥ {target}× | {yes(rate / g >= target)} |")
+            else:
+                lines.append(f"| create-data end to end, whole process, to {name} | not measured "
+                             f"| {mine} | – | ≥ {target}× | unknown |")
+        for fmt in ("tfrecord", "jsonl"):
+            mbps = core[f"{fmt}_encode_mb_per_s"]
+            what = ("TFRecord (tf.train.Example, framing, crc32c)" if fmt == "tfrecord"
+                    else "JSON Lines")
+            lines.append(
+                f"| writer's encoding, {what}, one core, in-process core loop | – | "
+                f"{mbps:,.0f} MB/s | – | ≥ 200 MB/s | {yes(mbps >= 200)} |")
+        rss1 = median("create-data-tfrecord", "peak_rss_mb")
+        held1 = core["store_mb"]
+        tf_mb = median("create-data-tfrecord", "output_bytes") / 1e6
+        if rss1 is not None:
+            g = (f"Google's core loop {google_rss['peak_rss_mb']:,} MB" if google_rss
+                 else "not measured")
+            lines.append(
+                f"| create-data peak memory (RSS), whole process, 12.9 MB corpus | {g} | "
+                f"{rss1} MB: start-up {start_rss} MB, the instances held {held1:.0f} MB (for "
+                f"{tf_mb:.0f} MB of TFRecord), the documents and buffers the rest | "
+                f"{held1 / tf_mb:.2f}× the TFRecord | instances held < the TFRecord they "
+                f"become | {yes(held1 < tf_mb)} |")
+        rss4 = median("create-data-tfrecord-4x", "peak_rss_mb")
+        log_path = os.path.join(out, "create_data_4x.log")
+        if rss4 is not None and os.path.exists(log_path):
+            log = open(log_path, encoding="utf-8").read()
+            m = re.search(r"→ (\d+) instances .*holding (\d+) MB", log)
+            instances4, held4 = (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+            wall4 = median("create-data-tfrecord-4x", "wall_s")
+            tf4 = median("create-data-tfrecord-4x", "output_bytes") / 1e6
+            growth = (rss4 - start_rss) / (rss1 - start_rss)
+            lines.append(
+                f"| create-data at 4× the corpus (51.6 MB, {instances4:,} instances), whole "
+                f"process, to TFRecord | 1×: {rss1} MB peak RSS | {rss4} MB peak RSS (instances "
+                f"held {held4} MB for {tf4:.0f} MB of TFRecord); {instances4 / wall4:,.0f} "
+                f"instances/s | memory above start-up {growth:.1f}× for 4× the instances | "
+                f"linear (≤ 4.4×) | {yes(growth <= 4.4)} |")
+    sq_wall = median("squad-features", "wall_s")
+    if sq_wall is not None and google_squad:
+        features = google_squad["features"]
+        rate = features / sq_wall
+        g = google_squad["features_per_s"]
+        lines.append(
+            f"| SQuAD features end to end, whole process, dev-v2.0 to a file ({features:,} "
+            f"features, 384/128/64, median of {n}) | Google's core loop {g:,.0f} features/s "
+            f"(measured in this run; writes nothing) | {rate:,.0f} features/s ({sq_wall:.2f} s, "
+            f"start-up included; {median('squad-features', 'output_bytes') / 1e6:.0f} MB written; "
+            f"peak RSS {median('squad-features', 'peak_rss_mb')} MB) | {rate / g:.1f}× | ≥ 10× | "
+            f"{yes(rate / g >= 10)} |")
 
 
 def main():
@@ -191,7 +290,8 @@ def main():
         g, how = google("google_tokenize.json", "mb_per_s", "tokenize_mb_per_s")
         mbps = tok["mb_per_s_1_thread"]
         lines.append(
-            f"| WordPiece tokenization, SQuAD dev-v2.0 text ({tok['input_mb']:.2f} MB), 1 thread | "
+            f"| WordPiece tokenization, SQuAD dev-v2.0 text ({tok['input_mb']:.2f} MB), 1 thread, "
+            f"in-process core loop | "
             f"Google's tokenization.py {g:.2f} MB/s ({how}) | {mbps:.1f} MB/s "
             f"({tok['mb_per_s_all_threads']:.1f} MB/s on {tok['threads']} threads) | "
             f"{mbps / g:.0f}× | ≥ 25 MB/s | {'yes' if mbps >= 25 else 'no'} |")
@@ -200,7 +300,8 @@ def main():
         g, how = google("google_squad_features.json", "features_per_s", "squad_features_per_s")
         fps = sq["features_per_s"]
         lines.append(
-            f"| SQuAD features, dev-v2.0 ({sq['features']:,} features, 384/128/64) | Google's "
+            f"| SQuAD features, dev-v2.0 ({sq['features']:,} features, 384/128/64), in-process core "
+            f"loop | Google's "
             f"run_squad.py {g:,.0f} features/s ({how}) | {fps:,.0f} features/s | {fps / g:.0f}× | "
             f"≥ 25,000 features/s | {'yes' if fps >= 25000 else 'no'} |")
     cd = one(out, "create_data.json")
@@ -210,12 +311,14 @@ def main():
         ips = cd["instances_per_s"]
         if g:
             lines.append(
-                f"| create-data, bundled sample text ({cd['instances']} instances, dupe 10) | "
+                f"| create-data, bundled sample text ({cd['instances']} instances, dupe 10), "
+                f"in-process core loop | "
                 f"Google's script {g:,.0f} instances/s ({how}) | {ips:,.0f} instances/s | "
                 f"{ips / g:.0f}× | ≥ 20× | {'yes' if ips / g >= 20 else 'no'} |")
         else:
             lines.append(f"| create-data, bundled sample text | not measured | {ips:,.0f} "
                          f"instances/s | – | ≥ 20× | unknown |")
+    data_rows(out, lines, one(out, "google_squad_features.json"))
     bm, bs = one(out, "bytes_mirrored.json"), one(out, "bytes_sparse.json")
     if bm and bs:
         table = 30522 * 768 * 4

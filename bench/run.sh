@@ -9,8 +9,12 @@
 #                                default ../shared/reference/google-bert; without it the
 #                                figures quoted in bench/reference.json are used
 #   bench/run.sh --only ROW[,ROW]  rerun only these rows: gemm, tiny, base, bytes, tokenize,
-#                                squad, create-data, pipeline, dropout; the other rows of
+#                                squad, create-data, data, pipeline, dropout; the other rows of
 #                                bench/results.md are kept, marked with the date of their run
+#
+# Rows say whether they time a whole command (a process started, files written: what a user
+# waits for) or a core loop in-process. The `data` row times the data tools end to end with
+# /usr/bin/time next to Google's core loop on the same input (about 2 minutes).
 set -euo pipefail
 only=""
 while [[ $# -gt 0 ]]; do
@@ -20,7 +24,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "bench/run.sh: unknown argument '$1'; use --only ROW[,ROW]" >&2; exit 2 ;;
   esac
 done
-rows="gemm tiny base bytes tokenize squad create-data pipeline dropout"
+rows="gemm tiny base bytes tokenize squad create-data data pipeline dropout"
 for row in ${only//,/ }; do
   if [[ " $rows " != *" $row "* ]]; then
     echo "bench/run.sh: --only: unknown row '$row'; rows are: ${rows// /, }" >&2
@@ -148,6 +152,61 @@ if wanted create-data; then
     "$py" bench/google_reference.py --reference "$google" create-data --vocab "$vocab" \
       --input experiments/data/pretrain/sample_text.txt > "$out/google_create_data.json"
   fi
+fi
+
+if wanted data; then
+  # The data tools as a user runs them: the whole process, start-up included, files written.
+  # Corpus: the paragraphs of SQuAD v1.1 and v2.0 dev, one document each, five times (12.9 MB);
+  # and four times that for how memory and time scale.
+  log "data tools end to end (whole process, files written)"
+  data=$out/data
+  mkdir -p "$data"
+  "$py" bench/squad_contexts_text.py --per paragraph --times 5 tests/data/squad/dev-v1.1.json.zip \
+    tests/data/squad/dev-v2.0.json.zip "$data/corpus.txt"
+  for _ in 1 2 3 4; do cat "$data/corpus.txt"; echo; done > "$data/corpus4.txt"
+  # One timed whole process: NAME COMMAND...; a JSON line with its wall time and peak RSS.
+  whole() {
+    local name=$1
+    shift
+    rm -f "$data"/out.*
+    /usr/bin/time -f '%e %M' -o "$data/time" "$@" > "$data/stdout" 2> "$data/stderr"
+    local bytes=0
+    for f in "$data"/out.* "$data/stdout"; do
+      [[ -f $f ]] && bytes=$((bytes + $(stat -c %s "$f")))
+    done
+    read -r wall kb < "$data/time"
+    echo "{\"name\": \"$name\", \"wall_s\": $wall, \"peak_rss_mb\": $((kb / 1024)), \"output_bytes\": $bytes}" \
+      >> "$out/data.jsonl"
+  }
+  cd_args=(pretrain create-data --vocab_file "$vocab" --dupe_factor 2)
+  for r in $(seq "$repeats"); do
+    whole startup "$bin" --version
+    whole create-data-tfrecord "$bin" "${cd_args[@]}" --input_file "$data/corpus.txt" \
+      --output_file "$data/out.tfrecord"
+    whole create-data-jsonl "$bin" "${cd_args[@]}" --input_file "$data/corpus.txt" \
+      --output_file "$data/out.jsonl"
+    whole squad-features "$bin" squad features --vocab_file "$vocab" --version_2_with_negative \
+      --input tests/data/squad/dev-v2.0.json.zip
+  done
+  whole create-data-tfrecord-4x "$bin" "${cd_args[@]}" --input_file "$data/corpus4.txt" \
+    --output_file "$data/out.tfrecord"
+  cp "$data/stderr" "$out/create_data_4x.log"  # its instance count and the MB it held
+  # The core loops in-process, one thread: reading, instances, and the writers' encoding.
+  "$bin" bench create-data --input_file "$data/corpus.txt" --vocab_file "$vocab" --dupe_factor 2 \
+    --repeat 2 > "$out/create_data_corpus.json" 2> /dev/null
+  if $have_google; then
+    # Google's core loop (create_training_instances: reading, tokenizing, instances; writes
+    # nothing) once, its whole process's peak RSS beside it.
+    /usr/bin/time -f '%M' -o "$data/google_rss" "$py" bench/google_reference.py \
+      --reference "$google" create-data --vocab "$vocab" --input "$data/corpus.txt" \
+      --dupe-factor 2 --repeat 1 > "$out/google_create_data_corpus.json"
+    echo "{\"peak_rss_mb\": $(( $(cat "$data/google_rss") / 1024 ))}" > "$out/google_create_data_rss.json"
+    if [[ ! -f $out/google_squad_features.json ]]; then
+      "$py" bench/google_reference.py --reference "$google" squad-features --vocab "$vocab" \
+        --input "$out/dev-v2.0.json" > "$out/google_squad_features.json"
+    fi
+  fi
+  rm -f "$data"/out.* "$data/stdout" "$data"/corpus*.txt
 fi
 
 wanted pipeline && log "input pipeline: time waiting for batches in metrics.jsonl"
