@@ -59,27 +59,19 @@ void PyRandom::init_by_array(const std::vector<uint32_t>& key) {
   mt_[0] = 0x80000000U;  // MSB is 1, assuring a non-zero initial array
 }
 
-uint32_t PyRandom::next_uint32() {
-  if (mti_ >= kN) {
-    int kk = 0;
-    for (; kk < kN - kM; ++kk) {
-      const uint32_t y = (mt_[kk] & kUpperMask) | (mt_[kk + 1] & kLowerMask);
-      mt_[kk] = mt_[kk + kM] ^ (y >> 1) ^ ((y & 1U) ? kMatrixA : 0U);
-    }
-    for (; kk < kN - 1; ++kk) {
-      const uint32_t y = (mt_[kk] & kUpperMask) | (mt_[kk + 1] & kLowerMask);
-      mt_[kk] = mt_[kk + (kM - kN)] ^ (y >> 1) ^ ((y & 1U) ? kMatrixA : 0U);
-    }
-    const uint32_t y = (mt_[kN - 1] & kUpperMask) | (mt_[0] & kLowerMask);
-    mt_[kN - 1] = mt_[kM - 1] ^ (y >> 1) ^ ((y & 1U) ? kMatrixA : 0U);
-    mti_ = 0;
+void PyRandom::refill() {
+  int kk = 0;
+  for (; kk < kN - kM; ++kk) {
+    const uint32_t y = (mt_[kk] & kUpperMask) | (mt_[kk + 1] & kLowerMask);
+    mt_[kk] = mt_[kk + kM] ^ (y >> 1) ^ ((y & 1U) ? kMatrixA : 0U);
   }
-  uint32_t y = mt_[mti_++];
-  y ^= (y >> 11);
-  y ^= (y << 7) & 0x9d2c5680U;
-  y ^= (y << 15) & 0xefc60000U;
-  y ^= (y >> 18);
-  return y;
+  for (; kk < kN - 1; ++kk) {
+    const uint32_t y = (mt_[kk] & kUpperMask) | (mt_[kk + 1] & kLowerMask);
+    mt_[kk] = mt_[kk + (kM - kN)] ^ (y >> 1) ^ ((y & 1U) ? kMatrixA : 0U);
+  }
+  const uint32_t y = (mt_[kN - 1] & kUpperMask) | (mt_[0] & kLowerMask);
+  mt_[kN - 1] = mt_[kM - 1] ^ (y >> 1) ^ ((y & 1U) ? kMatrixA : 0U);
+  mti_ = 0;
 }
 
 double PyRandom::random() {
@@ -99,8 +91,12 @@ uint64_t PyRandom::getrandbits(int k) {
 
 uint64_t PyRandom::randbelow(uint64_t n) {
   BERTLAB_CHECK(n >= 1, "randbelow({}): n must be >= 1", n);
-  int k = 0;
-  for (uint64_t v = n; v != 0; v >>= 1) ++k;  // n.bit_length()
+  const int k = 64 - __builtin_clzll(n);  // n.bit_length()
+  if (k <= 32) {                          // getrandbits(k) of one word, as below without the check
+    uint64_t r = next_uint32() >> (32 - k);
+    while (r >= n) r = next_uint32() >> (32 - k);
+    return r;
+  }
   uint64_t r = getrandbits(k);
   while (r >= n) r = getrandbits(k);
   return r;

@@ -37,9 +37,19 @@ class PyRandom {
   }
 
   /// The next 32-bit output of MT19937 (genrand_uint32).
-  uint32_t next_uint32();
+  uint32_t next_uint32() {
+    if (mti_ >= kN) refill();
+    uint32_t y = mt_[mti_++];
+    y ^= (y >> 11);
+    y ^= (y << 7) & 0x9d2c5680U;
+    y ^= (y << 15) & 0xefc60000U;
+    y ^= (y >> 18);
+    return y;
+  }
 
  private:
+  /// The next kN words of the state (the generation step of genrand_uint32).
+  void refill();
   void init_genrand(uint32_t s);
   void init_by_array(const std::vector<uint32_t>& key);
 
