@@ -158,7 +158,7 @@ TEST(SquadFeatures, WindowsAndMaxContextByHand) {
       R"({"id": "q", "question": "what", "answers": [{"text": "milk", "answer_start": 49}]})");
   const auto examples = read_squad_examples(path, {true, false});
   ASSERT_EQ(examples.size(), 1U);
-  EXPECT_EQ(examples[0].doc_tokens.size(), 12U);
+  EXPECT_EQ(examples[0].doc_tokens->size(), 12U);
   EXPECT_EQ(examples[0].start_position, 11);
   EXPECT_EQ(examples[0].end_position, 11);
   // 9 positions − [CLS] what [SEP] … [SEP] leaves 5 document tokens per window; stride 3:

@@ -121,7 +121,8 @@ struct TwoWindows {
   TwoWindows() {
     SquadExample example;
     example.qas_id = "q1";
-    example.doc_tokens = {"Steve", "Smith's", "house"};
+    example.doc_tokens = std::make_shared<const std::vector<std::string>>(
+        std::vector<std::string>{"Steve", "Smith's", "house"});
     examples.push_back(example);
     SquadFeature a;
     a.unique_id = kFirstUniqueId;

@@ -128,6 +128,8 @@ std::vector<SquadExample> read_squad_examples(const fs::path& path, const ReadOp
       const json& qas = member(paragraphs[p], "qas", json::value_t::array, path, paragraph_at);
       // Shared by the paragraph's questions (Google copies the list into each example).
       const SplitContext split = split_context(context);
+      // One copy of the words for all the paragraph's questions.
+      const auto words = std::make_shared<const std::vector<std::string>>(split.words);
       for (size_t q = 0; q < qas.size(); ++q) {
         const std::string qa_at = fmt::format("{}.qas[{}]", paragraph_at, q);
         const json& qa = qas[q];
@@ -216,7 +218,7 @@ std::vector<SquadExample> read_squad_examples(const fs::path& path, const ReadOp
             example.end_position = -1;
           }
         }
-        example.doc_tokens = split.words;
+        example.doc_tokens = words;
         examples.push_back(std::move(example));
       }
     }

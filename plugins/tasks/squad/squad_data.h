@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -10,14 +11,15 @@ namespace bertlab::squad {
 
 /// One question on one context, as run_squad.py's SquadExample.
 struct SquadExample {
-  std::string qas_id;                   ///< the question's "id"
-  std::string question_text;            ///< the question, as written
-  std::vector<std::string> doc_tokens;  ///< [word] the context split on whitespace (Google's
-                                        ///< is_whitespace: space, \t, \r, \n, U+202F)
-  std::string orig_answer_text;         ///< training only: the answer's text; "" otherwise
-  int64_t start_position = -1;          ///< training only: [word] of the answer's first character
-  int64_t end_position = -1;            ///< training only: [word] of the answer's last character
-  bool is_impossible = false;           ///< v2 (version_2_with_negative) and "is_impossible": true
+  std::string qas_id;         ///< the question's "id"
+  std::string question_text;  ///< the question, as written
+  /// [word] the context split on whitespace (Google's is_whitespace: space, \t, \r, \n,
+  /// U+202F); shared by the questions of one paragraph.
+  std::shared_ptr<const std::vector<std::string>> doc_tokens;
+  std::string orig_answer_text;  ///< training only: the answer's text; "" otherwise
+  int64_t start_position = -1;   ///< training only: [word] of the answer's first character
+  int64_t end_position = -1;     ///< training only: [word] of the answer's last character
+  bool is_impossible = false;    ///< v2 (version_2_with_negative) and "is_impossible": true
 };
 
 struct ReadOptions {

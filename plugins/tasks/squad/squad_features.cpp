@@ -153,16 +153,16 @@ size_t FeatureMaker::add(const std::vector<SquadExample>& examples, size_t examp
       query_ids.push_back(checked_id(id, piece));
     });
     // The questions of one paragraph share its words: tokenize them once.
-    if (doc_words == nullptr || *doc_words != example.doc_tokens) {
-      doc = tokenize_document(example.doc_tokens, tokenizer);
-      doc_words = &example.doc_tokens;
+    if (doc_words != example.doc_tokens.get()) {
+      doc = tokenize_document(*example.doc_tokens, tokenizer);
+      doc_words = example.doc_tokens.get();
     }
     const auto num_pieces = static_cast<int64_t>(doc.pieces.size());
 
     int64_t tok_start = -1;
     int64_t tok_end = -1;
     if (options.is_training && !example.is_impossible) {
-      const auto words = static_cast<int64_t>(example.doc_tokens.size());
+      const auto words = static_cast<int64_t>(example.doc_tokens->size());
       tok_start = doc.word_to_piece[static_cast<size_t>(example.start_position)];
       tok_end = example.end_position < words - 1
                     ? doc.word_to_piece[static_cast<size_t>(example.end_position + 1)] - 1

@@ -236,7 +236,7 @@ SquadPredictions make_predictions(const std::vector<SquadExample>& examples,
         std::string orig_text;
         for (int32_t w = f.token_to_orig[p.start]; w <= f.token_to_orig[p.end]; ++w) {
           if (w > f.token_to_orig[p.start]) orig_text += ' ';
-          orig_text += example.doc_tokens[static_cast<size_t>(w)];
+          orig_text += (*example.doc_tokens)[static_cast<size_t>(w)];
         }
         text = get_final_text(tok_text, orig_text, options.do_lower_case);
         if (!seen.insert(text).second) continue;
