@@ -182,6 +182,7 @@ if wanted data; then
   # Short processes on shared cores: the median of at least 5 runs of each, interleaved.
   for r in $(seq $((repeats > 5 ? repeats : 5))); do
     whole startup "$bin" --version
+    whole startup-data "$bin" squad features --help
     whole create-data-tfrecord "$bin" "${cd_args[@]}" --input_file "$data/corpus.txt" \
       --output_file "$data/out.tfrecord"
     whole create-data-jsonl "$bin" "${cd_args[@]}" --input_file "$data/corpus.txt" \

@@ -33,7 +33,7 @@ cmake --install "$build_dir" --prefix "$prefix" >"$tmp/install.log" || {
   cat "$tmp/install.log" >&2
   fail "cmake --install"
 }
-for f in bin/bertlab lib/libbertlab.so include/bertlab/plugin.h include/bertlab/api_version.h \
+for f in bin/bertlab bin/bertlab-host lib/libbertlab.so include/bertlab/plugin.h include/bertlab/api_version.h \
   include/bertlab/strategy.h lib/bertlab/plugins/libbertlab_mirrored.so \
   lib/cmake/bertlab/bertlabConfig.cmake lib/cmake/bertlab/bertlabConfigVersion.cmake \
   lib/cmake/bertlab/bertlabTargets.cmake lib/cmake/bertlab/BertlabPlugin.cmake; do
@@ -44,10 +44,18 @@ if compgen -G "$prefix/lib/bertlab/plugins/libbertlab_test_*" >/dev/null; then
   fail "test plugins were installed: $(ls "$prefix/lib/bertlab/plugins")"
 fi
 
-# The installed executable runs on its RPATH alone and loads the installed libbertlab and plugins.
-libbertlab=$(ldd "$prefix/bin/bertlab" | awk '$1 == "libbertlab.so" { print $3 }')
+# The installed host runs on its RPATH alone and loads the installed libbertlab and plugins;
+# bertlab itself loads no libtorch and runs the data commands on its own.
+libbertlab=$(ldd "$prefix/bin/bertlab-host" | awk '$1 == "libbertlab.so" { print $3 }')
 [[ -n "$libbertlab" && $(realpath "$libbertlab") == $(realpath "$prefix/lib/libbertlab.so") ]] ||
-  fail "installed bertlab resolves libbertlab.so to '$libbertlab', not $prefix/lib/libbertlab.so"
+  fail "installed bertlab-host resolves libbertlab.so to '$libbertlab', not $prefix/lib/libbertlab.so"
+if ldd "$prefix/bin/bertlab" | grep -q "libtorch"; then
+  fail "installed bertlab links libtorch: $(ldd "$prefix/bin/bertlab" | grep libtorch)"
+fi
+"$prefix/bin/bertlab" pretrain create-data --input_file "$root/experiments/data/pretrain/sample_text.txt" \
+  --vocab_file "$root/tests/data/vocab/bert-base-uncased/vocab.txt" --dupe_factor 1 \
+  --output_file "$tmp/sample.tfrecord" 2>"$tmp/create-data.log" ||
+  fail "installed bertlab pretrain create-data: $(cat "$tmp/create-data.log")"
 "$prefix/bin/bertlab" plugins >"$tmp/plugins.txt" || fail "installed bertlab plugins"
 for name in classifier mirrored adam_weight_decay; do
   grep -q "$prefix/lib/bertlab/plugins/libbertlab_$name.so" "$tmp/plugins.txt" ||

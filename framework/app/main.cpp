@@ -1,6 +1,7 @@
-// The `bertlab` executable: parse the command line → load plugins → validate → run.
-// Only this file turns exceptions into messages and exit codes: 2 for configuration and plugin
-// errors, 1 for anything else.
+// `bertlab-host`, the executable behind `bertlab` (app/launcher.cpp) for every command but the
+// data commands: parse the command line → load plugins → validate → run. Only this file and the
+// launcher turn exceptions into messages and exit codes (exit_status.h): 2 for configuration
+// and plugin errors, 1 for anything else.
 
 #include <bertlab/error.h>
 #include <CLI/CLI.hpp>
@@ -10,13 +11,11 @@
 #include <iostream>
 
 #include "commands/commands.h"
+#include "exit_status.h"
 #include "runtime/threads.h"
 
 namespace bertlab {
 namespace {
-
-constexpr int kExitFailure = 1;
-constexpr int kExitConfig = 2;
 
 /// The commands, in the order `bertlab --help` lists them.
 constexpr DefineCommand kCommands[] = {
@@ -66,54 +65,13 @@ int dispatch(int argc, char** argv) {
 }  // namespace
 }  // namespace bertlab
 
-namespace bertlab {
-namespace {
-
-/// Takes `--verbose` out of argv (before a `--`, after which the arguments are another
-/// command's) and turns it into BERTLAB_DEBUG=1, which every command and the ranks that
-/// `bertlab launch` starts read. Returns the new argc.
-int take_verbose_flag(int argc, char** argv) {
-  int out = 0;
-  bool passthrough = false;
-  for (int i = 0; i < argc; ++i) {
-    if (!passthrough && i > 0 && std::strcmp(argv[i], "--verbose") == 0) {
-      setenv("BERTLAB_DEBUG", "1", 1);
-      continue;
-    }
-    passthrough |= std::strcmp(argv[i], "--") == 0;
-    argv[out++] = argv[i];
-  }
-  argv[out] = nullptr;
-  return out;
-}
-
-}  // namespace
-}  // namespace bertlab
-
 int main(int argc, char** argv) {
   using namespace bertlab;
   tune_allocator();
   argc = take_verbose_flag(argc, argv);
-  // Messages keep their first part (the what); libtorch's C++ stack traces only with
-  // BERTLAB_DEBUG=1 or --verbose (without_stack_trace).
   try {
     return dispatch(argc, argv);
-  } catch (const ConfigError& e) {
-    for (const auto& line : e.messages()) std::cerr << without_stack_trace(line) << "\n";
-    std::cerr << fmt::format("bertlab: {} configuration error{}; nothing was run\n",
-                             e.messages().size(), e.messages().size() == 1 ? "" : "s");
-    return kExitConfig;
-  } catch (const PluginError& e) {
-    std::cerr << error_text(e) << "\n";
-    return kExitConfig;
-  } catch (const Interrupted& e) {
-    std::cerr << error_text(e) << "\n";
-    return 128 + e.signal();
-  } catch (const Error& e) {
-    std::cerr << "error: " << error_text(e) << "\n";
-    return kExitFailure;
-  } catch (const std::exception& e) {
-    std::cerr << "error: " << error_text(e) << "\n";
-    return kExitFailure;
+  } catch (...) {
+    return report_exception();
   }
 }

@@ -6,6 +6,7 @@
 #include <bertlab/text/tokenizer.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -279,13 +280,19 @@ TEST(CreateData, DirectWritersEqualTheGeneralEncoding) {
 TEST(CreateData, TheFilesAreTheSameOnAnyNumberOfThreads) {
   TempDir dir;
   write_file(dir / "corpus.txt", generated_corpus(300));
-  const auto run = [&](const std::string& threads) {
-    const fs::path out = dir / ("t" + threads);
+  const auto run = [&](const std::string& threads, const std::string& host_flag = "") {
+    const fs::path out = dir / ("t" + threads + host_flag);
     fs::create_directories(out);
-    const auto result = run_bertlab(
-        {"pretrain", "create-data", "--input_file=" + (dir / "corpus.txt").string(),
-         "--vocab_file=" + vocab_file(), "--dupe_factor=2", "--threads=" + threads,
-         "--output_file=" + (out / "a.jsonl").string() + "," + (out / "b.tfrecord").string()});
+    std::vector<std::string> args = {
+        "pretrain",
+        "create-data",
+        "--input_file=" + (dir / "corpus.txt").string(),
+        "--vocab_file=" + vocab_file(),
+        "--dupe_factor=2",
+        "--threads=" + threads,
+        "--output_file=" + (out / "a.jsonl").string() + "," + (out / "b.tfrecord").string()};
+    if (!host_flag.empty()) args.push_back(host_flag);
+    const auto result = run_bertlab(args);
     EXPECT_EQ(result.exit_code, 0) << result.err;
     return std::make_pair(read_file(out / "a.jsonl"), read_file(out / "b.tfrecord"));
   };
@@ -293,6 +300,10 @@ TEST(CreateData, TheFilesAreTheSameOnAnyNumberOfThreads) {
   const auto three = run("3");
   EXPECT_TRUE(one.first == three.first);
   EXPECT_TRUE(one.second == three.second);
+  // A host flag sends the command to bertlab-host, which runs the pretrain plugin's tool.
+  const auto host = run("2", "--allow-insecure-plugins");
+  EXPECT_TRUE(host.first == one.first);
+  EXPECT_TRUE(host.second == one.second);
   // And the files are the general encoding's, dealt round-robin.
   CreateDataOptions options;
   options.dupe_factor = 2;
@@ -310,6 +321,18 @@ TEST(CreateData, TheFilesAreTheSameOnAnyNumberOfThreads) {
     }
   }
   EXPECT_TRUE(framed == one.second);
+}
+
+// `bertlab` runs the data commands without libtorch (bertlab-host has it for the rest).
+TEST(CreateData, TheExecutableRunsWithoutLibtorch) {
+  TempDir dir;
+  const std::string command =
+      std::string("ldd ") + BERTLAB_EXECUTABLE + " > " + (dir / "ldd.txt").string() + " 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0) << read_file(dir / "ldd.txt");
+  const std::string libraries = read_file(dir / "ldd.txt");
+  EXPECT_EQ(libraries.find("libtorch"), std::string::npos) << libraries;
+  EXPECT_EQ(libraries.find("libc10"), std::string::npos) << libraries;
+  EXPECT_NE(libraries.find("libc.so"), std::string::npos) << libraries;
 }
 
 TEST(CreateData, DocumentsAreTheSameOnAnyNumberOfThreads) {

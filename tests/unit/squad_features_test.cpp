@@ -129,6 +129,14 @@ TEST(SquadFeatures, TheOutputIsTheSameOnAnyNumberOfThreads) {
     EXPECT_TRUE(many.out == one.out) << threads << " threads";
   }
   EXPECT_NE(one.err.find("features and JSON"), std::string::npos) << one.err;
+  // A host flag sends the command to bertlab-host, which runs the squad plugin's tool.
+  const auto host =
+      run_bertlab({"squad", "features", "--vocab_file", vocab_file(), "--input",
+                   data_path("squad/normans-3-train-v2.0.json").string(), "--training",
+                   "--version_2_with_negative", "--max_seq_length=64", "--doc_stride=16",
+                   "--max_query_length=12", "--allow-insecure-plugins"});
+  ASSERT_EQ(host.exit_code, 0) << host.err;
+  EXPECT_TRUE(host.out == one.out);
 }
 
 // A vocabulary of whole words, so that every word is one piece and positions are easy to
