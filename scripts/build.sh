@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Configures and builds bertlab (Release) into ${BUILD_DIR:-build}, with the tests unless
 # BERTLAB_BUILD_TESTS=OFF; arguments go to `cmake --build` (e.g. --target NAME).
-#   $BUILD_DIR/bin/bertlab                   the executable
-#   $BUILD_DIR/lib/bertlab/plugins/*.so      the in-tree plugins, found relative to it
+#   $BUILD_DIR/bin/bertlab                   the executable (the data commands without libtorch)
+#   $BUILD_DIR/bin/bertlab-host              every other command; bertlab hands it the line
+#   $BUILD_DIR/lib/bertlab/plugins/*.so      the in-tree plugins, found relative to them
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${BUILD_DIR:-build}

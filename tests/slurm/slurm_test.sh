@@ -42,7 +42,7 @@ for cmd in srun sbatch sinfo squeue scontrol slurmctld slurmd munged munge unmun
 done
 
 if [[ ! -f "$1" || ! -x "$1" ]]; then
-  echo "error: $1 is not an executable (build bertlab_cli first)" >&2
+  echo "error: $1 is not an executable (build bertlab first)" >&2
   exit 1
 fi
 exe="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
