@@ -516,13 +516,20 @@ void append_repeated(std::string& out, std::string_view item, size_t count, size
 
 }  // namespace
 
+PaddedShape padded_shape(const InstanceView& v, int64_t max_seq_length,
+                         int64_t max_predictions_per_seq) {
+  PaddedShape shape;
+  shape.seq = static_cast<size_t>(max_seq_length);
+  shape.predictions = static_cast<size_t>(max_predictions_per_seq);
+  BERTLAB_CHECK(v.length <= shape.seq, "an instance of {} tokens exceeds max_seq_length {}",
+                v.length, shape.seq);
+  shape.masked = std::min(v.masked, shape.predictions);
+  return shape;
+}
+
 void append_instance_json_line(std::string& out, const InstanceView& v, int64_t max_seq_length,
                                int64_t max_predictions_per_seq) {
-  const auto seq = static_cast<size_t>(max_seq_length);
-  const auto predictions = static_cast<size_t>(max_predictions_per_seq);
-  BERTLAB_CHECK(v.length <= seq, "an instance of {} tokens exceeds max_seq_length {}", v.length,
-                seq);
-  const size_t masked = std::min(v.masked, predictions);
+  const auto [seq, predictions, masked] = padded_shape(v, max_seq_length, max_predictions_per_seq);
   out += "{\"input_ids\": ";
   append_json_int_list(out, v.tokens, v.length, seq - v.length);
   out += ", \"input_mask\": [";

@@ -128,6 +128,17 @@ InstanceFeatures instance_features(const TrainingInstance& instance, int64_t max
 /// general encoding, which append_instance_json_line() gives directly.
 std::string features_to_json_line(const InstanceFeatures& features);
 
+/// The lengths an instance's features are written at: max_seq_length tokens,
+/// max_predictions_per_seq predictions of which the first `masked` are real. Throws Error for an
+/// instance longer than max_seq_length.
+struct PaddedShape {
+  size_t seq = 0;
+  size_t predictions = 0;
+  size_t masked = 0;
+};
+PaddedShape padded_shape(const InstanceView& instance, int64_t max_seq_length,
+                         int64_t max_predictions_per_seq);
+
 /// Appends the JSON line (with its newline) of `instance`'s features: byte for byte
 /// features_to_json_line(instance_features(...)) + "\n", without building them.
 void append_instance_json_line(std::string& out, const InstanceView& instance,

@@ -241,11 +241,7 @@ void put_repeated_byte(std::string& out, char byte, size_t count) { out.append(c
 
 void append_instance_record(std::string& out, const InstanceView& v, int64_t max_seq_length,
                             int64_t max_predictions_per_seq) {
-  const auto seq = static_cast<size_t>(max_seq_length);
-  const auto predictions = static_cast<size_t>(max_predictions_per_seq);
-  BERTLAB_CHECK(v.length <= seq, "an instance of {} tokens exceeds max_seq_length {}", v.length,
-                seq);
-  const size_t masked = std::min(v.masked, predictions);
+  const auto [seq, predictions, masked] = padded_shape(v, max_seq_length, max_predictions_per_seq);
   // The packed values of the seven features one after the other, then the Example around them.
   thread_local std::string packed;
   packed.clear();
