@@ -114,9 +114,8 @@ FeatureValues parse_feature(std::string_view bytes, const std::string& what) {
     while (!list.done()) {
       const uint64_t list_tag = list.varint();
       const auto list_wire = static_cast<uint32_t>(list_tag & 7);
-      if ((list_tag >> 3) != 1) {
-        list.skip(list_wire);
-      } else if (list_wire == kLengthDelimited) {  // packed values
+      const bool value = (list_tag >> 3) == 1;       // field 1, the values; others are skipped
+      if (value && list_wire == kLengthDelimited) {  // packed values
         Reader packed(list.bytes(), what);
         while (!packed.done()) {
           if (field == 3) {
@@ -125,9 +124,9 @@ FeatureValues parse_feature(std::string_view bytes, const std::string& what) {
             floats.push_back(packed.fixed32_float());
           }
         }
-      } else if (field == 3 && list_wire == kVarint) {
+      } else if (value && field == 3 && list_wire == kVarint) {
         ints.push_back(static_cast<int64_t>(list.varint()));
-      } else if (field == 2 && list_wire == kFixed32) {
+      } else if (value && field == 2 && list_wire == kFixed32) {
         floats.push_back(list.fixed32_float());
       } else {
         list.skip(list_wire);
