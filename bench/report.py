@@ -362,6 +362,26 @@ def main():
             f"{med['per_example'] * 1e3:.1f} ms | {ratio:.2f}× | ≤ 1.05× | "
             f"{'yes' if ratio <= 1.05 else 'no'} |")
 
+    # Adversarial training's step against plain training's, in the same run.
+    adversarial = {}
+    for r in load(os.path.join(out, "adversarial.jsonl")):
+        adversarial.setdefault(r.get("adversarial", "none"), []).append(r["step_s"])
+    if "none" in adversarial:
+        plain = sorted(adversarial["none"])[len(adversarial["none"]) // 2]
+        expected = {"fgm": ("2 passes", 2.0), "pgd": ("1 + 3 passes", 4.0),
+                    "freelb": ("3 passes", 3.0)}
+        for name, (passes, target) in expected.items():
+            if name not in adversarial:
+                continue
+            med = sorted(adversarial[name])[len(adversarial[name]) // 2]
+            ratio = med / plain
+            lines.append(
+                f"| adversarial step, {name} ({passes}), tiny BERT, 1 thread (dropout 0.1, batch "
+                f"8 × 128, step s, median of {len(adversarial[name])}, in-process core loop) | "
+                f"plain training: {plain * 1e3:.1f} ms | {name}: {med * 1e3:.1f} ms | "
+                f"{ratio:.2f}× | ~{target:.0f}× (its passes) | "
+                f"{'yes' if ratio <= target * 1.15 else 'no'} |")
+
     lines.append("")
     lines.append("## Training steps (median over the repetitions)")
     lines.append("")

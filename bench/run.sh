@@ -9,7 +9,8 @@
 #                                default ../shared/reference/google-bert; without it the
 #                                figures quoted in bench/reference.json are used
 #   bench/run.sh --only ROW[,ROW]  rerun only these rows: gemm, tiny, base, bytes, tokenize,
-#                                squad, create-data, data, pipeline, dropout; the other rows of
+#                                squad, create-data, data, pipeline, dropout, adversarial; the
+#                                other rows of
 #                                bench/results.md are kept, marked with the date of their run
 #
 # Rows say whether they time a whole command (a process started, files written: what a user
@@ -24,7 +25,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "bench/run.sh: unknown argument '$1'; use --only ROW[,ROW]" >&2; exit 2 ;;
   esac
 done
-rows="gemm tiny base bytes tokenize squad create-data data pipeline dropout"
+rows="gemm tiny base bytes tokenize squad create-data data pipeline dropout adversarial"
 for row in ${only//,/ }; do
   if [[ " $rows " != *" $row "* ]]; then
     echo "bench/run.sh: --only: unknown row '$row'; rows are: ${rows// /, }" >&2
@@ -94,6 +95,18 @@ if wanted dropout; then
     "$bin" bench step $tiny --threads 1 --dropout-rng both >> "$out/dropout.jsonl" 2> /dev/null
     "$bin" bench step $tiny --threads 1 --strategy mirrored --replicas 2 --dropout-rng both \
       >> "$out/dropout.jsonl" 2> /dev/null
+  done
+fi
+
+if wanted adversarial; then
+  log "adversarial steps: plain, fgm, pgd (3 steps), freelb (3 steps), one process each (tiny BERT)"
+  for r in $(seq "$repeats"); do
+    "$bin" bench step $tiny --threads 1 >> "$out/adversarial.jsonl" 2> /dev/null
+    "$bin" bench step $tiny --threads 1 --adversarial fgm >> "$out/adversarial.jsonl" 2> /dev/null
+    "$bin" bench step $tiny --threads 1 --adversarial pgd --adversarial-option steps=3 \
+      >> "$out/adversarial.jsonl" 2> /dev/null
+    "$bin" bench step $tiny --threads 1 --adversarial freelb --adversarial-option steps=3 \
+      >> "$out/adversarial.jsonl" 2> /dev/null
   done
 fi
 

@@ -27,37 +27,56 @@ PerExampleDropoutScope::~PerExampleDropoutScope() { current_dropout_scope = prev
 
 PerExampleDropoutScope* per_example_dropout_scope() { return current_dropout_scope; }
 
-at::Tensor per_example_dropout_mask(const DropoutKey& key, int64_t site, c10::IntArrayRef shape,
-                                    double p) {
-  BERTLAB_CHECK(p >= 0.0 && p < 1.0, "dropout probability {} is not in [0, 1)", p);
+namespace {
+
+/// Fills a float32 CPU tensor of `shape`, example by example, with value(draw) of each element's
+/// 32-bit Philox draw: counter words (block of 4 elements, site) in the offset, (example, step)
+/// in the subsequence.
+template <typename Value>
+at::Tensor per_example_draws(const DropoutKey& key, int64_t site, c10::IntArrayRef shape,
+                             const Value& value) {
   // The first dimension is the examples, or examples-major (BERT's [batch * heads, ...]): each
-  // example owns a contiguous block of the mask.
+  // example owns a contiguous block.
   BERTLAB_CHECK(!shape.empty() && shape[0] % key.examples == 0,
                 "dropout site {}: the tensor's first dimension {} is not a multiple of the "
                 "batch's {} examples",
                 site, shape.empty() ? 0 : shape[0], key.examples);
   BERTLAB_CHECK(site >= 0 && site < (int64_t{1} << 32), "dropout site {} out of range", site);
-  at::Tensor mask = at::empty(shape, at::kFloat);
-  const int64_t per_example = key.examples == 0 ? 0 : mask.numel() / key.examples;
-  // Keep an element when its 32-bit draw is below (1 - p) * 2^32.
-  const auto threshold = static_cast<uint64_t>(std::llround((1.0 - p) * 4294967296.0));
-  const auto scale = static_cast<float>(1.0 / (1.0 - p));
-  float* out = mask.data_ptr<float>();
+  at::Tensor out = at::empty(shape, at::kFloat);
+  const int64_t per_example = key.examples == 0 ? 0 : out.numel() / key.examples;
+  float* data = out.data_ptr<float>();
   at::parallel_for(0, key.examples, 1, [&](int64_t begin, int64_t end) {
     for (int64_t e = begin; e < end; ++e) {
-      // Counter words: (block of 4 elements, site) in the offset, (example, step) in the
-      // subsequence.
       const uint64_t example = static_cast<uint64_t>(key.first_example + e);
       const uint64_t subsequence =
           (static_cast<uint64_t>(key.step) << 32) | (example & 0xffffffffu);
       at::philox_engine engine(key.seed, subsequence, static_cast<uint64_t>(site) << 32);
-      float* row = out + e * per_example;
-      for (int64_t j = 0; j < per_example; ++j) {
-        row[j] = static_cast<uint64_t>(engine()) < threshold ? scale : 0.0f;
-      }
+      float* row = data + e * per_example;
+      for (int64_t j = 0; j < per_example; ++j) row[j] = value(static_cast<uint64_t>(engine()));
     }
   });
-  return mask;
+  return out;
+}
+
+}  // namespace
+
+at::Tensor per_example_dropout_mask(const DropoutKey& key, int64_t site, c10::IntArrayRef shape,
+                                    double p) {
+  BERTLAB_CHECK(p >= 0.0 && p < 1.0, "dropout probability {} is not in [0, 1)", p);
+  // Keep an element when its 32-bit draw is below (1 - p) * 2^32.
+  const auto threshold = static_cast<uint64_t>(std::llround((1.0 - p) * 4294967296.0));
+  const auto scale = static_cast<float>(1.0 / (1.0 - p));
+  return per_example_draws(key, site, shape,
+                           [&](uint64_t draw) { return draw < threshold ? scale : 0.0f; });
+}
+
+at::Tensor per_example_uniform(const DropoutKey& key, int64_t site, c10::IntArrayRef shape,
+                               double low, double high) {
+  BERTLAB_CHECK(low <= high, "per_example_uniform: low {} above high {}", low, high);
+  const double width = (high - low) / 4294967296.0;
+  return per_example_draws(key, site, shape, [&](uint64_t draw) {
+    return static_cast<float>(low + width * static_cast<double>(draw));
+  });
 }
 
 ReplicaGeneratorScope::ReplicaGeneratorScope(at::Generator generator)

@@ -61,6 +61,10 @@ void add_step_training(CommandLine& c, StepBenchOptions& o) {
   c.option("--dropout", o.dropout, "hidden and attention dropout (default 0.1, as BERT)");
   c.option("--dropout-rng", o.dropout_rng,
            "per_example (default), replica, or both: one line per mode");
+  c.option("--adversarial", o.adversarial,
+           "an adversarial plugin run in every step: fgm, pgd or freelb (default: none)");
+  c.option("--adversarial-option", o.adversarial_options,
+           "KEY=VALUE: an option of the adversarial plugin, e.g. steps=3 (repeatable)");
 }
 
 /// The benchmark `c` with the plugin flags; its action loads the plugins and runs

@@ -3,6 +3,7 @@
 #include "commands/bench_step.h"
 
 #include <ATen/ATen.h>
+#include <bertlab/adversarial.h>
 #include <bertlab/communicator.h>
 #include <bertlab/config.h>
 #include <bertlab/error.h>
@@ -203,6 +204,8 @@ struct BenchContext {
   const Component& strategy;
   const Component& optimizer;
   const ConfigView& strategy_view;
+  const Component* adversarial;  // null: plain training
+  const ConfigView& adversarial_view;
   std::vector<std::shared_ptr<torch::nn::Module>> models;  // [rank]
   int64_t rows;                                            // of the batch, per replica
 };
@@ -212,7 +215,8 @@ struct RankState {
   torch::nn::Module* model = nullptr;
   std::unique_ptr<Strategy> strategy;
   std::unique_ptr<Optimizer> optimizer;
-  std::unique_ptr<OverlapReducer> overlap;  // when the strategy overlaps backward
+  std::unique_ptr<OverlapReducer> overlap;   // when the strategy overlaps backward
+  std::unique_ptr<Adversarial> adversarial;  // --adversarial
   Batch batch;
   at::Tensor probe;                     // a parameter, read to wait for the device
   std::vector<NamedTensor> parameters;  // the model's, for Strategy::after_update
@@ -243,7 +247,10 @@ RankState make_rank(const BenchContext& ctx, int rank, Communicator& comm) {
   }
   s.optimizer->init(updated, OptimizerContext{ctx.o.steps + 1});
   s.parameters = parameters;
-  if (ctx.o.replicas > 1 && s.strategy->overlap_bucket_mb() > 0) {
+  if (ctx.adversarial != nullptr) {
+    s.adversarial = ctx.adversarial->adversarial_factory(ctx.adversarial_view);
+  }
+  if (ctx.o.replicas > 1 && s.strategy->overlap_bucket_mb() > 0 && !s.adversarial) {
     s.overlap = std::make_unique<OverlapReducer>(*s.model, comm, s.strategy->overlap_bucket_mb());
   }
   s.batch = make_batch(ctx.o, ctx.rows, 1000 + static_cast<uint64_t>(rank));
@@ -257,14 +264,31 @@ void sync(const BenchContext& ctx, const at::Tensor& probe) {
   if (ctx.device.is_cuda()) (void)probe.flatten()[0].item<float>();
 }
 
-// The forward pass and loss under autocast, with per-example dropout masks when asked.
-LossOutput forward_loss(const BenchContext& ctx, RankState& s, int rank, int step) {
+// The forward pass and loss under autocast, with per-example dropout masks when asked; `delta`
+// added to the word embeddings' output in an adversarial pass.
+LossOutput forward_loss(const BenchContext& ctx, RankState& s, int rank, int step,
+                        const at::Tensor& delta = {}, int64_t pass = 0) {
   AutocastScope autocast(ctx.precision.autocast_dtype(), ctx.device);
   std::optional<PerExampleDropoutScope> masks;
   if (ctx.o.dropout_rng == "per_example") {
-    masks.emplace(DropoutKey{12345, step, rank * ctx.rows, ctx.rows});
+    masks.emplace(DropoutKey{12345, step, rank * ctx.rows, ctx.rows, pass});
   }
+  WordEmbeddingPerturbation perturbation(delta);
   return ctx.task.compute_loss(*s.model, s.batch);
+}
+
+// An adversarial step's passes, as training runs them (forward and backward both).
+void adversarial_passes(const BenchContext& ctx, RankState& s, int rank, int step) {
+  AdversarialBatch a;
+  a.objective = [&](const at::Tensor& delta, int64_t pass) {
+    return forward_loss(ctx, s, rank, step, delta, pass).loss;
+  };
+  a.backward = [](const at::Tensor& objective) { objective.backward(); };
+  a.input_mask = s.batch.at("input_mask").to(at::kFloat);
+  a.hidden_size = ctx.o.hidden_size;
+  a.key = DropoutKey{12345, step, rank * ctx.rows, ctx.rows};
+  a.global_batch = ctx.o.batch;
+  s.adversarial->forward_backward(a);
 }
 
 // One training step of one rank (forward, backward, gradient reduction, update), timed.
@@ -276,11 +300,17 @@ StepTimes timed_step(const BenchContext& ctx, RankState& s, int rank, int step,
   s.model->zero_grad(/*set_to_none=*/true);
   comm.reset_traffic();
   s.strategy->begin_step(step);
-  LossOutput out = forward_loss(ctx, s, rank, step);
-  sync(ctx, s.probe);
-  t.forward_end = Clock::now();
-  if (s.overlap) s.overlap->arm();
-  out.loss.backward();
+  if (s.adversarial) {
+    // Forwards and backwards interleave: the forward phase is empty, backward holds them all.
+    t.forward_end = Clock::now();
+    adversarial_passes(ctx, s, rank, step);
+  } else {
+    LossOutput out = forward_loss(ctx, s, rank, step);
+    sync(ctx, s.probe);
+    t.forward_end = Clock::now();
+    if (s.overlap) s.overlap->arm();
+    out.loss.backward();
+  }
   GradientSet grads = GradientSet::from_module(*s.model);
   sync(ctx, s.probe);
   t.backward_end = Clock::now();
@@ -356,6 +386,12 @@ nlohmann::ordered_json report(const BenchContext& ctx, const Phases& phases) {
   j["replicas"] = o.replicas;
   j["sparse_embeddings"] = o.sparse_embeddings;
   j["overlap_backward"] = o.overlap_backward;
+  j["adversarial"] = o.adversarial.empty() ? "none" : o.adversarial;
+  if (ctx.adversarial != nullptr) {
+    for (const auto& [key, value] : ctx.adversarial_view.values()) {
+      j["adversarial_" + key] = format_value(value);
+    }
+  }
   if (declares(ctx.strategy, "compression")) {
     j["compression"] = ctx.strategy_view.get_string("compression");
   }
@@ -437,7 +473,8 @@ std::map<std::string, OptionValue> strategy_option_values(const std::vector<std:
   std::map<std::string, OptionValue> values;
   for (const std::string& kv : flags) {
     const auto fail = [&](const std::string& what) {
-      throw ConfigError(fmt::format("{}: --strategy-option {}: {}", command, kv, what));
+      throw ConfigError(
+          fmt::format("{}: --{}-option {}: {}", command, to_string(strategy.kind), kv, what));
     };
     const auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) fail("write KEY=VALUE, e.g. rank=4");
@@ -446,9 +483,9 @@ std::map<std::string, OptionValue> strategy_option_values(const std::vector<std:
                                    [&](const OptionDecl& d) { return d.key == key; });
     if (decl == strategy.spec.options.end()) {
       fail(
-          fmt::format("the {} strategy has no option '{}' (bertlab plugins --describe {} lists "
+          fmt::format("the {} {} has no option '{}' (bertlab plugins --describe {} lists "
                       "them)",
-                      strategy.spec.name, key, strategy.spec.name));
+                      strategy.spec.name, to_string(strategy.kind), key, strategy.spec.name));
     }
     values[key] = parse_option_value(*decl, kv.substr(eq + 1), fail);
   }
@@ -481,6 +518,18 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   // The strategy's defaults, and what the flags set.
   const ConfigView strategy_view("strategy", strategy_c.spec.options,
                                  strategy_values(o, strategy_c));
+  const Component* adversarial_c =
+      o.adversarial.empty() || o.adversarial == "none"
+          ? nullptr
+          : &component(host, ComponentKind::kAdversarial, o.adversarial);
+  check(adversarial_c != nullptr || o.adversarial_options.empty(),
+        "--adversarial-option needs --adversarial fgm, pgd or freelb");
+  const ConfigView adversarial_view(
+      "adversarial",
+      adversarial_c != nullptr ? adversarial_c->spec.options : std::vector<OptionDecl>{},
+      adversarial_c != nullptr
+          ? strategy_option_values(o.adversarial_options, *adversarial_c, "bench step")
+          : std::map<std::string, OptionValue>{});
   set_compute_threads(o.threads);
 
   const BenchContext ctx{o,
@@ -490,6 +539,8 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
                          strategy_c,
                          optimizer_c,
                          strategy_view,
+                         adversarial_c,
+                         adversarial_view,
                          create_models(*task, config, o, device),
                          o.batch / o.replicas};
   Phases phases;  // rank 0's

@@ -42,6 +42,10 @@ struct StepBenchOptions {
   double dropout = 0.1;            ///< hidden and attention-probability dropout (BERT's 0.1)
   /// per_example | replica | both ([model] dropout_rng); both: one line per mode, same run
   std::string dropout_rng = "per_example";
+  /// An adversarial plugin (fgm, pgd, freelb) run in every step; empty: plain training.
+  std::string adversarial;
+  /// Its options, KEY=VALUE (steps=3).
+  std::vector<std::string> adversarial_options;
 };
 
 /// Prints one JSON line: step_s (median), tokens_per_second, sequences_per_second, peak_rss_mb,
@@ -50,9 +54,9 @@ struct StepBenchOptions {
 /// the model's FLOPs per step and their rate.
 int bench_step(const PluginHost& host, const StepBenchOptions& options);
 
-/// For `bench step` and `bench exchange`: the strategy options that `--strategy-option
-/// KEY=VALUE` flags set, typed as `strategy` declares them. Throws ConfigError naming the flag
-/// and what to write.
+/// For `bench step` and `bench exchange`: the options that `--strategy-option KEY=VALUE` (or
+/// `--adversarial-option`, after the component's kind) flags set, typed as `strategy` declares
+/// them. Throws ConfigError naming the flag and what to write.
 std::map<std::string, OptionValue> strategy_option_values(const std::vector<std::string>& flags,
                                                           const Component& strategy,
                                                           const std::string& command);

@@ -18,8 +18,9 @@ namespace bertlab {
 namespace {
 
 std::vector<OptionDecl> host_keys(ComponentKind kind) {
-  return kind == ComponentKind::kStrategy ? strategy_host_options()
-                                          : std::vector<OptionDecl>{plugin_option(to_string(kind))};
+  if (kind == ComponentKind::kStrategy) return strategy_host_options();
+  if (kind == ComponentKind::kAdversarial) return {adversarial_plugin_option()};
+  return {plugin_option(to_string(kind))};
 }
 
 std::string default_text(const OptionDecl& d) {
@@ -134,6 +135,8 @@ const char* kind_title(ComponentKind kind) {
       return "Strategies";
     case ComponentKind::kOptimizer:
       return "Optimizers";
+    case ComponentKind::kAdversarial:
+      return "Adversarial training";
   }
   return "";
 }
@@ -145,8 +148,8 @@ void markdown_all(const std::vector<const Component*>& components, const std::ve
          "option\ndeclarations by `bertlab plugins --describe --all --format markdown`: do not "
          "edit by hand.\nThe same declarations validate experiment files; see docs/plugins.md "
          "for how to write a plugin.\n\n";
-  for (ComponentKind kind :
-       {ComponentKind::kTask, ComponentKind::kStrategy, ComponentKind::kOptimizer}) {
+  for (ComponentKind kind : {ComponentKind::kTask, ComponentKind::kStrategy,
+                             ComponentKind::kOptimizer, ComponentKind::kAdversarial}) {
     out << fmt::format("## {}\n\n", kind_title(kind));
     out << fmt::format("Keys of [{}] that the host owns, shared by every {}:\n\n", to_string(kind),
                        to_string(kind));

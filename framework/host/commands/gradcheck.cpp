@@ -244,6 +244,14 @@ std::vector<std::string> causes_of_difference(const ResolvedVariant& v,
     differing_keys("optimizer", effective(v.optimizer.options), effective(ref.optimizer.options),
                    {}, other);
   }
+  if (v.adversarial.plugin != ref.adversarial.plugin) {
+    other.push_back(fmt::format("adversarial {} (reference {})",
+                                v.adversarial.plugin.empty() ? "none" : v.adversarial.plugin,
+                                ref.adversarial.plugin.empty() ? "none" : ref.adversarial.plugin));
+  } else if (v.adversarial.component != nullptr) {
+    differing_keys("adversarial", effective(v.adversarial.options),
+                   effective(ref.adversarial.options), {}, other);
+  }
   causes.insert(causes.end(), other.begin(), other.end());
   return causes;
 }

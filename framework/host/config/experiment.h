@@ -103,6 +103,8 @@ struct ResolvedVariant {
   ResolvedComponent task;
   ResolvedComponent strategy;
   ResolvedComponent optimizer;
+  /// [adversarial]: plugin "" and no component for plain training (plugin = "none").
+  ResolvedComponent adversarial;
   std::string resolved_toml;  ///< the exact configuration, every key with its effective value
   /// Set when the experiment runs several seeds ([experiment] seeds or repeats): this run's
   /// seed, which is also its [experiment] seed; its folder is VARIANT/seed-<seed>.

@@ -40,8 +40,8 @@ std::optional<std::string> path_component_problem(const std::string& name) {
 }
 
 const std::vector<std::string>& known_sections() {
-  static const std::vector<std::string> sections = {"experiment", "model",     "task",
-                                                    "strategy",   "optimizer", "train"};
+  static const std::vector<std::string> sections = {"experiment", "model",       "task", "strategy",
+                                                    "optimizer",  "adversarial", "train"};
   return sections;
 }
 
@@ -225,7 +225,7 @@ std::string unknown_top_level(const std::string& key, const toml::node& node, co
   return fmt::format("{}: {}: {}{}", loc.format(), key, what,
                      close ? fmt::format("; did you mean '{}'?", *close)
                            : "; known sections: experiment, model, task, strategy, optimizer, "
-                             "train, variant, sweep, compare");
+                             "adversarial, train, variant, sweep, compare");
 }
 
 // [experiment] seeds = [1, 2, 3]: distinct non-negative integers, into state.out.seeds (and out

@@ -409,6 +409,32 @@ void check_batch_split(const Sections& merged, const ResolvedVariant& out, Diagn
   }
 }
 
+// [adversarial]: none by default; its other keys only with a plugin.
+void resolve_adversarial(const VariantScope& scope, const ComponentRegistry& registry,
+                         ResolvedVariant& out) {
+  const auto section = scope.merged.find("adversarial");
+  if (section == scope.merged.end()) return;
+  const SectionData& data = section->second;
+  const auto plugin = data.keys.find("plugin");
+  const bool none =
+      plugin == data.keys.end() ||
+      (plugin->second.value && std::holds_alternative<std::string>(*plugin->second.value) &&
+       std::get<std::string>(*plugin->second.value) == "none");
+  if (!none) {
+    out.adversarial =
+        resolve_component(ComponentKind::kAdversarial, "adversarial", scope.merged, registry,
+                          {adversarial_plugin_option()}, scope.base_dir, nullptr, scope.diag);
+    return;
+  }
+  for (const auto& [key, setting] : data.keys) {
+    if (key == "plugin") continue;
+    scope.diag.add(setting.loc, "adversarial", key,
+                   fmt::format("is read only by an adversarial plugin, and plugin is \"none\"; set "
+                               "plugin to one of: {}, or remove the key",
+                               fmt::join(registry.names(ComponentKind::kAdversarial), ", ")));
+  }
+}
+
 // Resolves [task], [strategy] and [optimizer], then checks the strategy's host keys.
 void resolve_components(const VariantScope& scope, const ComponentRegistry& registry,
                         ResolvedVariant& out) {
@@ -420,6 +446,7 @@ void resolve_components(const VariantScope& scope, const ComponentRegistry& regi
   out.optimizer =
       resolve_component(ComponentKind::kOptimizer, "optimizer", scope.merged, registry,
                         {plugin_option("optimizer")}, scope.base_dir, nullptr, scope.diag);
+  resolve_adversarial(scope, registry, out);
   if (out.strategy.component != nullptr) {
     check_strategy_host(scope.merged.at("strategy"), out.strategy_host, scope.diag);
     check_precision(scope.merged, out, scope.diag);
@@ -460,6 +487,9 @@ std::string resolved_toml(const ExperimentFile& file, const ResolvedVariant& out
   append_section_toml(t, "strategy", {&out.strategy_host, &out.strategy.options},
                       out.strategy.plugin);
   append_section_toml(t, "optimizer", {&out.optimizer.options}, out.optimizer.plugin);
+  if (out.adversarial.component != nullptr) {
+    append_section_toml(t, "adversarial", {&out.adversarial.options}, out.adversarial.plugin);
+  }
   append_section_toml(t, "train", {&out.train}, "");
   return t;
 }

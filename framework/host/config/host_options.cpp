@@ -134,4 +134,10 @@ OptionDecl plugin_option(const char* kind) {
       .mark_required();
 }
 
+OptionDecl adversarial_plugin_option() {
+  return string_option("plugin", "none",
+                       "name of the adversarial component (fgm, pgd, freelb), or none: plain "
+                       "training");
+}
+
 }  // namespace bertlab

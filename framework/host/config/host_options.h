@@ -16,5 +16,7 @@ std::vector<OptionDecl> train_options();
 std::vector<OptionDecl> strategy_host_options();
 /// `plugin`, the only host key of [task] and [optimizer].
 OptionDecl plugin_option(const char* kind);
+/// [adversarial] plugin: an adversarial step's component, or "none" (the default: plain training).
+OptionDecl adversarial_plugin_option();
 
 }  // namespace bertlab

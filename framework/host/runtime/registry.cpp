@@ -14,6 +14,8 @@ const char* to_string(ComponentKind kind) {
       return "strategy";
     case ComponentKind::kOptimizer:
       return "optimizer";
+    case ComponentKind::kAdversarial:
+      return "adversarial";
   }
   return "?";
 }
@@ -35,17 +37,23 @@ void ComponentRegistry::add(Component component) {
 }
 
 void ComponentRegistry::add_task(ComponentSpec spec, TaskFactory factory) {
-  Component c{ComponentKind::kTask, std::move(spec), current_, std::move(factory), {}, {}};
+  Component c{ComponentKind::kTask, std::move(spec), current_, std::move(factory), {}, {}, {}};
   add(std::move(c));
 }
 
 void ComponentRegistry::add_strategy(ComponentSpec spec, StrategyFactory factory) {
-  Component c{ComponentKind::kStrategy, std::move(spec), current_, {}, std::move(factory), {}};
+  Component c{ComponentKind::kStrategy, std::move(spec), current_, {}, std::move(factory), {}, {}};
   add(std::move(c));
 }
 
 void ComponentRegistry::add_optimizer(ComponentSpec spec, OptimizerFactory factory) {
-  Component c{ComponentKind::kOptimizer, std::move(spec), current_, {}, {}, std::move(factory)};
+  Component c{ComponentKind::kOptimizer, std::move(spec), current_, {}, {}, std::move(factory), {}};
+  add(std::move(c));
+}
+
+void ComponentRegistry::add_adversarial(ComponentSpec spec, AdversarialFactory factory) {
+  Component c{ComponentKind::kAdversarial, std::move(spec), current_, {}, {}, {},
+              std::move(factory)};
   add(std::move(c));
 }
 

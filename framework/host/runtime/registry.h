@@ -22,9 +22,10 @@ struct Component {
   ComponentKind kind;
   ComponentSpec spec;
   PluginOrigin origin;
-  TaskFactory task_factory;            ///< set when kind == kTask
-  StrategyFactory strategy_factory;    ///< set when kind == kStrategy
-  OptimizerFactory optimizer_factory;  ///< set when kind == kOptimizer
+  TaskFactory task_factory;                ///< set when kind == kTask
+  StrategyFactory strategy_factory;        ///< set when kind == kStrategy
+  OptimizerFactory optimizer_factory;      ///< set when kind == kOptimizer
+  AdversarialFactory adversarial_factory;  ///< set when kind == kAdversarial
 };
 
 struct Tool {
@@ -40,6 +41,7 @@ class ComponentRegistry : public Registry {
   void add_task(ComponentSpec spec, TaskFactory factory) override;
   void add_strategy(ComponentSpec spec, StrategyFactory factory) override;
   void add_optimizer(ComponentSpec spec, OptimizerFactory factory) override;
+  void add_adversarial(ComponentSpec spec, AdversarialFactory factory) override;
   void add_tool(std::string group, std::string name, std::string description,
                 ToolMain main) override;
 

@@ -56,6 +56,7 @@ struct RankComponents {
   bool sharded = false;
   /// Bytes of optimizer state on the rank that holds the most, and on all ranks together.
   int64_t state_bytes_max = 0, state_bytes_total = 0;
+  std::unique_ptr<Adversarial> adversarial = nullptr;  ///< [adversarial], or null
 };
 
 /// The name of the parameter a "<parameter>/<slot>" optimizer state tensor belongs to.
@@ -139,7 +140,13 @@ std::unique_ptr<RankComponents> make_components(const TrainLoop& loop, torch::nn
     }
   }
   c->optimizer->init(c->sharded ? updated : parameters, OptimizerContext{loop.num_train_steps});
-  if (comm.world_size() > 1 && c->strategy->overlap_bucket_mb() > 0) {
+  if (variant.adversarial.component != nullptr) {
+    c->adversarial =
+        variant.adversarial.component->adversarial_factory(variant.adversarial.options);
+  }
+  // An adversarial step runs several backwards per micro-batch: its gradients are averaged
+  // after the last one.
+  if (comm.world_size() > 1 && c->strategy->overlap_bucket_mb() > 0 && !c->adversarial) {
     c->overlap = std::make_unique<OverlapReducer>(model, comm, c->strategy->overlap_bucket_mb());
   }
   if (loop.resume != nullptr) {
@@ -171,6 +178,8 @@ StepContext step_context(const TrainLoop& loop, RankComponents& c, torch::nn::Mo
   ctx.optimizer = c.optimizer.get();
   ctx.comm = &comm;
   ctx.overlap = c.overlap.get();
+  ctx.adversarial = c.adversarial.get();
+  ctx.hidden_size = loop.variant->bert_config.hidden_size;
   ctx.scaler = &c.scaler;
   ctx.split =
       BatchSplit{loop.batch_size, o.gradient_accumulation_steps, comm.world_size(), comm.rank()};

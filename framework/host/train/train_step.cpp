@@ -6,6 +6,7 @@
 #include <bertlab/error.h>
 #include <bertlab/grad.h>
 #include <bertlab/log.h>
+#include <bertlab/model/bert.h>
 #include <bertlab/random.h>
 #include <fmt/format.h>
 #include <torch/nn/module.h>
@@ -44,16 +45,23 @@ double token_weight_scale(const StepContext& ctx, const std::vector<Batch>& micr
   return weight > 0 ? static_cast<double>(world) / weight : 0.0;
 }
 
-/// One micro-batch's objective: the task's mean loss over the k micro-batches, plus its
-/// token-weighted sum scaled by `weight_scale`.
+/// The key of micro-batch m's per-example draws in `pass`: the seed, the step, the examples'
+/// place in the step's global batch.
+DropoutKey example_key(const StepContext& ctx, const Batch& batch, int64_t step, int64_t m,
+                       int64_t pass) {
+  const int64_t examples = batch.empty() ? ctx.split.shard() : batch.begin()->second.size(0);
+  return DropoutKey{ctx.seed, step, ctx.split.offset(m), examples, pass};
+}
+
+/// One micro-batch's objective in forward pass `pass` (0 unless adversarial), with `delta` added
+/// to the word embeddings' output when defined: the task's mean loss over the k micro-batches,
+/// plus its token-weighted sum scaled by `weight_scale`.
 at::Tensor objective_of(const StepContext& ctx, const Batch& batch, int64_t step, int64_t m,
-                        double weight_scale) {
+                        double weight_scale, const at::Tensor& delta = {}, int64_t pass = 0) {
   // Per-example masks: keyed by the example's place in the step's global batch.
   std::optional<PerExampleDropoutScope> masks;
-  if (ctx.per_example_dropout) {
-    const int64_t examples = batch.empty() ? ctx.split.shard() : batch.begin()->second.size(0);
-    masks.emplace(DropoutKey{ctx.seed, step, ctx.split.offset(m), examples});
-  }
+  if (ctx.per_example_dropout) masks.emplace(example_key(ctx, batch, step, m, pass));
+  WordEmbeddingPerturbation perturbation(delta);
   // The forward pass only: backward runs outside autocast, as torch.autocast advises.
   AutocastScope autocast(ctx.autocast_dtype, ctx.device);
   LossOutput out = ctx.task->compute_loss(*ctx.model, batch);
@@ -67,6 +75,36 @@ at::Tensor objective_of(const StepContext& ctx, const Batch& batch, int64_t step
   return objective;
 }
 
+/// Backward of an objective, multiplied by the loss scale when fp16 scales it.
+void backward_objective(const StepContext& ctx, const at::Tensor& objective) {
+  if (ctx.scaler->enabled()) {
+    (objective.to(at::kFloat) * ctx.scaler->scale()).backward();
+  } else {
+    objective.backward();
+  }
+}
+
+/// Micro-batch m's passes by the adversarial plugin; returns the objective it logs.
+double adversarial_passes(const StepContext& ctx, const Batch& batch, int64_t step, int64_t m,
+                          double weight_scale) {
+  const auto mask = batch.find("input_mask");
+  if (mask == batch.end()) {
+    throw ConfigError(
+        "[adversarial] the task's batches have no input_mask, which the perturbation's norms "
+        "and random start need; use a task that has one (classifier, squad, pretrain)");
+  }
+  AdversarialBatch a;
+  a.objective = [&](const at::Tensor& delta, int64_t pass) {
+    return objective_of(ctx, batch, step, m, weight_scale, delta, pass);
+  };
+  a.backward = [&](const at::Tensor& objective) { backward_objective(ctx, objective); };
+  a.input_mask = mask->second.to(at::kFloat);
+  a.hidden_size = ctx.hidden_size;
+  a.key = example_key(ctx, batch, step, m, 0);
+  a.global_batch = ctx.split.batch_size;
+  return ctx.adversarial->forward_backward(a);
+}
+
 /// Forward and backward of every micro-batch, the gradients adding up to the whole step's;
 /// returns this rank's objective.
 double forward_backward(const StepContext& ctx, const std::vector<Batch>& micro_batches,
@@ -76,16 +114,16 @@ double forward_backward(const StepContext& ctx, const std::vector<Batch>& micro_
   ctx.comm->reset_traffic();
   double local_loss = 0.0;
   for (size_t m = 0; m < micro_batches.size(); ++m) {
-    const at::Tensor objective =
-        objective_of(ctx, micro_batches[m], step, static_cast<int64_t>(m), weight_scale);
+    const auto index = static_cast<int64_t>(m);
+    if (ctx.adversarial != nullptr) {
+      local_loss += adversarial_passes(ctx, micro_batches[m], step, index, weight_scale);
+      continue;
+    }
+    const at::Tensor objective = objective_of(ctx, micro_batches[m], step, index, weight_scale);
     // Only the last backward completes the gradients (the earlier ones accumulate, as DDP's
     // no_sync): its hooks start the all-reduces.
     if (ctx.overlap != nullptr && m + 1 == micro_batches.size()) ctx.overlap->arm();
-    if (ctx.scaler->enabled()) {
-      (objective.to(at::kFloat) * ctx.scaler->scale()).backward();
-    } else {
-      objective.backward();
-    }
+    backward_objective(ctx, objective);
     local_loss += objective.item<double>();
   }
   return local_loss;

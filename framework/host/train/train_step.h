@@ -3,6 +3,7 @@
 // micro-batch, overlap, reduce, unscale, the non-finite policy, the update; and the check that
 // the replicas still agree.
 
+#include <bertlab/adversarial.h>
 #include <bertlab/communicator.h>
 #include <bertlab/optimizer.h>
 #include <bertlab/strategy.h>
@@ -36,6 +37,9 @@ struct StepContext {
   Optimizer* optimizer = nullptr;
   Communicator* comm = nullptr;
   OverlapReducer* overlap = nullptr;  ///< null: gradients are reduced after backward
+  /// [adversarial]: runs each micro-batch's passes (null: one forward and backward).
+  Adversarial* adversarial = nullptr;
+  int64_t hidden_size = 0;  ///< the model's, for the adversarial perturbation's shape
   LossScaler* scaler = nullptr;
   BatchSplit split;
   c10::Device device = c10::Device(c10::kCPU);

@@ -20,6 +20,7 @@ namespace bertlab {
 class Task;
 class Strategy;
 class Optimizer;
+class Adversarial;
 struct StrategyContract;
 
 /// The plugin API version of this SDK (see bertlab/api_version.h).
@@ -28,9 +29,9 @@ inline constexpr int kPluginApiVersion = BERTLAB_SDK_API_VERSION;
 /// The host's ABI tag (what BERTLAB_SDK_ABI_TAG was when libbertlab was built).
 const char* host_abi_tag();
 
-enum class ComponentKind { kTask, kStrategy, kOptimizer };
+enum class ComponentKind { kTask, kStrategy, kOptimizer, kAdversarial };
 
-/// "task", "strategy", "optimizer".
+/// "task", "strategy", "optimizer", "adversarial".
 const char* to_string(ComponentKind kind);
 
 /// A strategy's contract for the options of its section and a number of replicas
@@ -51,6 +52,7 @@ struct ComponentSpec {
 using TaskFactory = std::function<std::unique_ptr<Task>(const ConfigView&)>;
 using StrategyFactory = std::function<std::unique_ptr<Strategy>(const ConfigView&)>;
 using OptimizerFactory = std::function<std::unique_ptr<Optimizer>(const ConfigView&)>;
+using AdversarialFactory = std::function<std::unique_ptr<Adversarial>(const ConfigView&)>;
 /// A command-line tool: `bertlab GROUP NAME args...`; returns the exit code.
 using ToolMain = std::function<int(const std::vector<std::string>& args)>;
 
@@ -61,6 +63,8 @@ class Registry {
   virtual void add_task(ComponentSpec spec, TaskFactory factory) = 0;
   virtual void add_strategy(ComponentSpec spec, StrategyFactory factory) = 0;
   virtual void add_optimizer(ComponentSpec spec, OptimizerFactory factory) = 0;
+  /// An adversarial step ([adversarial] plugin; bertlab/adversarial.h).
+  virtual void add_adversarial(ComponentSpec spec, AdversarialFactory factory) = 0;
   /// A tool run as `bertlab GROUP NAME ...` (e.g. `bertlab squad evaluate`).
   virtual void add_tool(std::string group, std::string name, std::string description,
                         ToolMain main) = 0;

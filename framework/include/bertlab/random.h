@@ -43,7 +43,14 @@ struct DropoutKey {
   int64_t step = 0;           ///< the global step (resumed runs continue it)
   int64_t first_example = 0;  ///< the position in the step's global batch of this batch's first
   int64_t examples = 0;       ///< examples in this batch (the first dimension at every site)
+  /// The forward pass within the step's adversarial procedure ([adversarial], 0 for the first
+  /// and for plain training): pass p's sites are numbered from p · kSitesPerPass, so every pass
+  /// draws its own masks and pass 0 those of plain training.
+  int64_t pass = 0;
 };
+
+/// How many dropout sites one forward pass may number before the next pass's.
+inline constexpr int64_t kSitesPerPass = int64_t{1} << 20;
 
 /// Masks of the forward passes on this thread are per-example while the scope lives; the sites
 /// are numbered in the order dropout() is called, from 0. The host opens one per forward pass.
@@ -56,7 +63,7 @@ class PerExampleDropoutScope {
 
   const DropoutKey& key() const { return key_; }
   /// The site number of the next dropout call.
-  int64_t next_site() { return site_++; }
+  int64_t next_site() { return key_.pass * kSitesPerPass + site_++; }
 
  private:
   DropoutKey key_;
@@ -74,6 +81,14 @@ PerExampleDropoutScope* per_example_dropout_scope();
 /// 1 / (1 - p) with probability 1 - p, else 0.
 at::Tensor per_example_dropout_mask(const DropoutKey& key, int64_t site, c10::IntArrayRef shape,
                                     double p);
+
+/// Uniform draws in [low, high) of `site` for key.examples examples of `shape` (examples-major,
+/// as per_example_dropout_mask), from the same Philox stream: element j of example e is
+/// low + (high − low) · u / 2^32, u the 32-bit draw of counter (j / 4, site, first_example + e,
+/// step). Float32 on the CPU. What adversarial training's random starts draw, so that they do
+/// not depend on which replica, process or micro-batch holds the example.
+at::Tensor per_example_uniform(const DropoutKey& key, int64_t site, c10::IntArrayRef shape,
+                               double low, double high);
 
 /// The same mask computed with tensor operations on `device` (integer arithmetic only, so the
 /// bits are those of per_example_dropout_mask on any device): how CUDA tensors get their masks.

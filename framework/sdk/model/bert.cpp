@@ -10,6 +10,7 @@
 
 #include <ATen/ATen.h>
 #include <c10/core/GradMode.h>
+#include <fmt/format.h>
 
 #include <cmath>
 
@@ -149,6 +150,23 @@ class BertLayerImpl : public torch::nn::Module {
   torch::nn::LayerNorm output_norm_{nullptr};
 };
 
+namespace {
+thread_local WordEmbeddingPerturbation* current_perturbation = nullptr;
+}  // namespace
+
+WordEmbeddingPerturbation::WordEmbeddingPerturbation(at::Tensor delta)
+    : delta_(std::move(delta)), previous_(current_perturbation) {
+  current_perturbation = this;
+}
+
+WordEmbeddingPerturbation::~WordEmbeddingPerturbation() { current_perturbation = previous_; }
+
+const at::Tensor* WordEmbeddingPerturbation::current() {
+  return current_perturbation != nullptr && current_perturbation->delta_.defined()
+             ? &current_perturbation->delta_
+             : nullptr;
+}
+
 BertEmbeddingsImpl::BertEmbeddingsImpl(const BertConfig& c, bool sparse_word_embeddings) {
   word_embeddings = register_module(
       "word_embeddings",
@@ -171,6 +189,17 @@ at::Tensor BertEmbeddingsImpl::forward(const at::Tensor& input_ids,
                 seq, max_positions);
   at::Tensor words = at::embedding(word_embeddings->weight, input_ids, /*padding_idx=*/-1,
                                    /*scale_grad_by_freq=*/false, word_embeddings->options.sparse());
+  if (const at::Tensor* delta = WordEmbeddingPerturbation::current()) {
+    if (!delta->sizes().equals(words.sizes())) {
+      throw ConfigError(fmt::format(
+          "[adversarial] the perturbation added to the word embeddings' output has shape {}, "
+          "and this replica's output has shape {}: a perturbation is sized for the examples a "
+          "replica holds (its share of the step's batch), not for the global batch",
+          fmt::format("[{}]", fmt::join(delta->sizes(), ", ")),
+          fmt::format("[{}]", fmt::join(words.sizes(), ", "))));
+    }
+    words = words + *delta;
+  }
   at::Tensor types = at::embedding(token_type_embeddings->weight, token_type_ids);
   // Google slices the position table rather than looking positions up: [seq, hidden].
   at::Tensor positions = position_embeddings->weight.narrow(0, 0, seq);

@@ -65,6 +65,26 @@ class BertModelImpl : public torch::nn::Module {
 };
 TORCH_MODULE(BertModel);
 
+/// Adds `delta` to the word embeddings' output (before the position and token-type embeddings
+/// are added) in every BertEmbeddings forward on this thread while the scope lives: where
+/// adversarial training ([adversarial]) perturbs the input. `delta` has the shape of that output
+/// on this replica, [examples, seq, hidden]; another shape stops the forward with a ConfigError
+/// naming both (a perturbation sized for the global batch, say).
+class WordEmbeddingPerturbation {
+ public:
+  explicit WordEmbeddingPerturbation(at::Tensor delta);
+  ~WordEmbeddingPerturbation();
+  WordEmbeddingPerturbation(const WordEmbeddingPerturbation&) = delete;
+  WordEmbeddingPerturbation& operator=(const WordEmbeddingPerturbation&) = delete;
+
+  /// The innermost scope's delta on this thread; nullptr outside one.
+  static const at::Tensor* current();
+
+ private:
+  at::Tensor delta_;
+  WordEmbeddingPerturbation* previous_;
+};
+
 /// Google's modeling.py get_activation(hidden_act) applied to `x` (gelu is the erf form).
 /// Throws ConfigError for an unknown name.
 at::Tensor hidden_activation(const std::string& hidden_act, const at::Tensor& x);
