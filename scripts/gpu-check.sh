@@ -6,6 +6,9 @@
 #
 #   OUT=/some/dir scripts/gpu-check.sh          (about 10 minutes on one H200)
 #
+# A machine without Debian's -dev packages builds with the dependency bundle that
+# scripts/gpu-deps-bundle.sh makes (gpu-deps/, or $BERTLAB_GPU_DEPS), when there is one.
+#
 # Each stage says what it does; a failed stage is reported and the later ones still run.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -19,6 +22,29 @@ results="$out/results.jsonl"
 failed=()
 stage() { echo; echo "=== [gpu-check] $* ($(date -u +%H:%M:%S))"; }
 
+stage "dependency bundle"
+deps=${BERTLAB_GPU_DEPS:-$root/gpu-deps}
+deps_include=()
+if [[ ! -f $deps/MANIFEST ]]; then
+  echo "[gpu-check] no dependency bundle in $deps: the build uses this machine's packages"
+elif BERTLAB_PYTHON=$py bash scripts/gpu-deps-bundle.sh --check "$deps" "$out/deps-env.sh"; then
+  # CMAKE_PREFIX_PATH, PKG_CONFIG_PATH and LD_LIBRARY_PATH, for the build and everything it runs.
+  # shellcheck source=/dev/null
+  source "$out/deps-env.sh"
+  CMAKE_ARGS="-DCMAKE_PREFIX_PATH=$BERTLAB_GPU_DEPS_PREFIX ${CMAKE_ARGS:-}"
+  deps_include=(-isystem "$BERTLAB_GPU_DEPS_PREFIX/include")
+  # scripts/build.sh configures only a new build folder; one configured without the bundle
+  # (an earlier run on this machine) is configured again.
+  if [[ -f $build/CMakeCache.txt ]] &&
+    ! grep -q "^CMAKE_PREFIX_PATH:.*$BERTLAB_GPU_DEPS_PREFIX" "$build/CMakeCache.txt"; then
+    echo "[gpu-check] $build was configured without the bundle: configuring it again"
+    rm "$build/CMakeCache.txt"
+  fi
+else
+  failed+=(gpu-deps)
+  echo "[gpu-check] the bundle in $deps does not fit this machine (above); it is not used"
+fi
+
 stage "machine"
 nvidia-smi || failed+=(nvidia-smi)
 "$py" -c 'import torch; print("torch", torch.__version__, "CUDA", torch.version.cuda,
@@ -30,7 +56,8 @@ stage "build dependencies"
 missing=()
 for header in toml++/toml.hpp fmt/format.h boost/dll.hpp nlohmann/json.hpp CLI/CLI.hpp \
   utf8proc.h leveldb/table.h snappy.h zip.h gtest/gtest.h; do
-  echo "#include <$header>" | g++ -std=c++17 -fsyntax-only -x c++ - 2> /dev/null ||
+  echo "#include <$header>" | g++ -std=c++17 "${deps_include[@]}" -fsyntax-only -x c++ - \
+    2> /dev/null ||
     missing+=("$header")
 done
 if ((${#missing[@]})); then
@@ -55,6 +82,9 @@ if BUILD_DIR="$build" JOBS=${JOBS:-$(nproc)} \
   "$bin" gradcheck experiments/gradient-averaging.toml --set strategy.device=cuda \
     --variant single --variant mirrored-2 --variant sparse-allgather-2 \
     --output-dir "$out/gradcheck" || failed+=(gradcheck-averaging)
+  "$bin" gradcheck experiments/adversarial.toml --set strategy.device=cuda \
+    --variant single --variant mirrored-2 --variant sparse-allgather-2 --variant batch-norm-2 \
+    --output-dir "$out/gradcheck" || failed+=(gradcheck-adversarial)
 
   stage "dropout masks on the GPU: per-example against replica, BERT-Base 32 x 128"
   line=$("$bin" bench step --hidden-size 768 --num-hidden-layers 12 --num-attention-heads 12 \

@@ -284,16 +284,26 @@ TEST(Adversarial, FreeLbLinfThreadRanksAndAccumulationMatchOneDevice) {
   expect_thread_ranks_match({"adversarial.norm=linf", "adversarial.init_magnitude=0.05"});
 }
 
-TEST(Adversarial, FreeLbProcessRanksMatchOneDevice) {
+/// Two processes through `bertlab launch` against one device, with `set`.
+void expect_process_ranks_match(const std::string& set) {
   TempDir dir;
-  const auto r =
-      run_bertlab({"launch", "--nproc", "2", "--", BERTLAB_EXECUTABLE, "gradcheck",
-                   adversarial_file().string(), "--variant", "single", "--variant", "env-2",
-                   "--set", "adversarial.init_magnitude=0.3", "--output-dir", dir.path().string()});
+  const auto r = run_bertlab({"launch", "--nproc", "2", "--", BERTLAB_EXECUTABLE, "gradcheck",
+                              adversarial_file().string(), "--variant", "single", "--variant",
+                              "env-2", "--set", set, "--output-dir", dir.path().string()});
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto json =
       nlohmann::json::parse(read_file(dir / "adversarial-classifier" / "gradcheck.json"));
   EXPECT_TRUE(json["variants"]["env-2"]["match"].get<bool>()) << r.out;
+}
+
+TEST(Adversarial, FreeLbProcessRanksMatchOneDevice) {
+  expect_process_ranks_match("adversarial.init_magnitude=0.3");
+}
+TEST(Adversarial, FgmProcessRanksMatchOneDevice) {
+  expect_process_ranks_match("adversarial.plugin=fgm");
+}
+TEST(Adversarial, PgdProcessRanksMatchOneDevice) {
+  expect_process_ranks_match("adversarial.plugin=pgd");
 }
 
 TEST(Adversarial, AGlobalBatchInitIsAConfigurationErrorOnTwoReplicas) {

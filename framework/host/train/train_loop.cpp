@@ -146,6 +146,13 @@ std::unique_ptr<RankComponents> make_components(const TrainLoop& loop, torch::nn
   }
   // An adversarial step runs several backwards per micro-batch: its gradients are averaged
   // after the last one.
+  if (comm.world_size() > 1 && c->strategy->overlap_bucket_mb() > 0 && c->adversarial &&
+      comm.rank() == 0) {
+    log_info("train",
+             "[strategy] overlap_backward is not used with [adversarial] {}: the gradients are "
+             "averaged after each step's last backward",
+             variant.adversarial.plugin);
+  }
   if (comm.world_size() > 1 && c->strategy->overlap_bucket_mb() > 0 && !c->adversarial) {
     c->overlap = std::make_unique<OverlapReducer>(model, comm, c->strategy->overlap_bucket_mb());
   }
