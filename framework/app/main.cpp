@@ -19,10 +19,10 @@ namespace {
 
 /// The commands, in the order `bertlab --help` lists them.
 constexpr DefineCommand kCommands[] = {
-    define_run_command,     define_validate_command, define_gradcheck_command,
-    define_bench_command,   define_inspect_command,  define_convert_command,
-    define_compare_command, define_plugins_command,  define_tokenize_command,
-    define_launch_command,  define_submit_command,
+    define_run_command,      define_validate_command, define_gradcheck_command,
+    define_bench_command,    define_inspect_command,  define_convert_command,
+    define_export_command,   define_compare_command,  define_plugins_command,
+    define_tokenize_command, define_launch_command,   define_submit_command,
 };
 
 /// Whether the command line asks for the top-level help (which lists the plugins' tools too).

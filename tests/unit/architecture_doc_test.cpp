@@ -128,10 +128,11 @@ void expect_listed(const fs::path& dir, const std::vector<std::string>& listed,
 
 TEST(ArchitectureDoc, OutputFilesAreWhatARunWrites) {
   TempDir dir;
-  const auto r = run_bertlab({"run", data_path("experiments/overfit.toml").string(), "--output-dir",
-                              dir.path().string(), "--set", "train.num_train_steps=4", "--set",
-                              "train.log_every_steps=2", "--set", "train.save_checkpoints_steps=2",
-                              "--set", "experiment.tensorboard=true"});
+  const auto r =
+      run_bertlab({"run", data_path("experiments/overfit.toml").string(), "--output-dir",
+                   dir.path().string(), "--set", "train.num_train_steps=4", "--set",
+                   "train.log_every_steps=2", "--set", "train.save_checkpoints_steps=2", "--set",
+                   "experiment.tensorboard=true", "--set", "experiment.export_hf=true"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const fs::path experiment = dir.path() / "overfit";
   expect_listed(experiment, documented_outputs("runs/EXPERIMENT/"), {"dense", "sparse"});

@@ -5,6 +5,7 @@
 #include <bertlab/error.h>
 #include <bertlab/io/safetensors.h>
 #include <gtest/gtest.h>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
 #include <cmath>
@@ -718,6 +719,30 @@ TEST(EndToEndLaunch, TwoProcessesOverLoopbackGlooMatchOneDevice) {
   auto json = nlohmann::json::parse(read_file(dir.path() / "launch/gradcheck.json"));
   EXPECT_TRUE(json["variants"]["sparse-allgather-env-2"]["match"].get<bool>());
   EXPECT_TRUE(json["variants"]["mirrored-env-2"]["match"].get<bool>());
+}
+
+// torchrun 2.x's elastic agent serves the store at MASTER_ADDR:MASTER_PORT itself and says so
+// with TORCHELASTIC_USE_AGENT_STORE=True; the ranks join it as clients (a rank 0 serving the
+// port too would fail: address in use). This test's process serves it, as the agent does.
+TEST(EndToEndLaunch, UnderTorchrunsAgentStoreEveryRankJoinsItAsAClient) {
+  c10d::TCPStoreOptions options;
+  options.port = 0;  // any free port
+  options.isServer = true;
+  options.waitWorkers = false;
+  c10d::TCPStore agent("127.0.0.1", options);
+  TempDir dir;
+  const std::string script =
+      "MASTER_PORT=" + std::to_string(agent.getPort()) +
+      " TORCHELASTIC_USE_AGENT_STORE=True TORCHELASTIC_RESTART_COUNT=2 exec " + BERTLAB_EXECUTABLE +
+      " gradcheck " + data_path("experiments/launch.toml").string() +
+      " --variant single --variant mirrored-env-2 --output-dir " + dir.path().string();
+  auto r = run_bertlab({"launch", "--nproc", "2", "--", "/bin/sh", "-c", script});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE((r.out + r.err).find("served by torchrun's agent"), std::string::npos)
+      << r.out << r.err;
+  EXPECT_NE(r.out.find("| mirrored-env-2 | contract | exact |"), std::string::npos) << r.out;
+  // The ranks' keys went to the agent's store, under the attempt's prefix.
+  EXPECT_GT(agent.getNumKeys(), 2);
 }
 
 TEST(EndToEndLaunch, AFailingRankStopsTheOthersAndSetsTheExitCode) {

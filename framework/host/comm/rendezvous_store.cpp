@@ -54,11 +54,15 @@ std::shared_ptr<RendezvousStore> RendezvousStore::in_process() {
 
 std::shared_ptr<RendezvousStore> RendezvousStore::tcp(const std::string& host, int port, int rank,
                                                       int world_size,
-                                                      std::chrono::milliseconds timeout) {
+                                                      std::chrono::milliseconds timeout,
+                                                      const std::string& agent_store_prefix) {
   ignore_broken_pipes();
+  const bool agent = !agent_store_prefix.empty();
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(port);
-  options.isServer = rank == 0;
+  // Under torchrun 2.x's agent the port is already served: a rank 0 serving it too would fail
+  // with "address already in use".
+  options.isServer = rank == 0 && !agent;
   options.numWorkers = static_cast<std::size_t>(world_size);
   options.waitWorkers = true;
   options.timeout = timeout;
@@ -73,6 +77,9 @@ std::shared_ptr<RendezvousStore> RendezvousStore::tcp(const std::string& host, i
         "names the interface the ranks share)",
         rank, world_size, host, port, timeout.count() / 1000.0, without_final_period(error_text(e)),
         host, port));
+  }
+  if (agent) {
+    out->impl->store = c10::make_intrusive<c10d::PrefixStore>(agent_store_prefix, out->impl->store);
   }
   return out;
 }

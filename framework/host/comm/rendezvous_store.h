@@ -15,9 +15,12 @@ class RendezvousStore {
  public:
   /// An in-process store for ranks that are threads of this process.
   static std::shared_ptr<RendezvousStore> in_process();
-  /// A TCP store at `host`:`port`, served by rank 0 (torchrun's MASTER_ADDR / MASTER_PORT).
+  /// A TCP store at `host`:`port`, served by rank 0 (torchrun's MASTER_ADDR / MASTER_PORT);
+  /// with an `agent_store_prefix`, served by torchrun's agent and joined by every rank, its keys
+  /// under the prefix (ProcessRank::agent_store_prefix).
   static std::shared_ptr<RendezvousStore> tcp(const std::string& host, int port, int rank,
-                                              int world_size, std::chrono::milliseconds timeout);
+                                              int world_size, std::chrono::milliseconds timeout,
+                                              const std::string& agent_store_prefix = "");
   /// A view of `base` whose keys carry `prefix`, so successive groups on one store (one per
   /// variant) do not collide.
   static std::shared_ptr<RendezvousStore> prefixed(const RendezvousStore& base,

@@ -15,6 +15,7 @@ Command define_gradcheck_command(CommandLine& parent, PluginOptions& plugins);  
 Command define_bench_command(CommandLine& parent, PluginOptions& plugins);      // bench.cpp
 Command define_inspect_command(CommandLine& parent, PluginOptions& plugins);    // inspect.cpp
 Command define_convert_command(CommandLine& parent, PluginOptions& plugins);    // convert.cpp
+Command define_export_command(CommandLine& parent, PluginOptions& plugins);     // export.cpp
 Command define_compare_command(CommandLine& parent, PluginOptions& plugins);    // compare.cpp
 Command define_plugins_command(CommandLine& parent, PluginOptions& plugins);    // plugins.cpp
 Command define_tokenize_command(CommandLine& parent,

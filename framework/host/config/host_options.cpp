@@ -24,6 +24,9 @@ std::vector<OptionDecl> experiment_options() {
       bool_option("tensorboard", false,
                   "also write TensorBoard event files (events.out.tfevents.*) into each "
                   "variant's folder: `tensorboard --logdir OUTPUT_DIR/NAME`"),
+      bool_option("export_hf", false,
+                  "also write each variant as a Hugging Face model folder, VARIANT/hf/ (as "
+                  "`bertlab export --hf`): transformers' from_pretrained opens it"),
   };
 }
 

@@ -122,6 +122,10 @@ std::optional<ProcessRank> process_rank_from_env() {
   }
   find_master_addr(out, vars.slurm);
   find_master_port(out, vars.slurm);
+  if (env("TORCHELASTIC_USE_AGENT_STORE").value_or("") == "True") {
+    out.agent_store_prefix =
+        "/worker/attempt_" + env("TORCHELASTIC_RESTART_COUNT").value_or(std::string("0"));
+  }
   return out;
 }
 

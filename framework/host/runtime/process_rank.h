@@ -18,6 +18,11 @@ struct ProcessRank {
   /// Where master_addr and master_port came from, for the log ("MASTER_ADDR", "the first host
   /// of SLURM_JOB_NODELIST=node[01-02]", ...).
   std::string master_from = "the default";
+  /// torchrun 2.x's elastic agent serves the store at master_addr:master_port itself
+  /// (TORCHELASTIC_USE_AGENT_STORE=True): every rank joins it as a client, its keys under this
+  /// prefix ("/worker/attempt_<TORCHELASTIC_RESTART_COUNT>", as torch.distributed's rendezvous).
+  /// Empty: rank 0 serves the store.
+  std::string agent_store_prefix;
 };
 
 /// The variables of this process, or nullopt when neither torchrun's nor Slurm's are set.

@@ -72,7 +72,7 @@ std::unique_ptr<Communicator> join_process_group(const ProcessRank& process,
   static std::shared_ptr<RendezvousStore> base;
   if (!base) {
     base = RendezvousStore::tcp(process.master_addr, process.master_port, process.rank,
-                                process.world_size, timeout);
+                                process.world_size, timeout, process.agent_store_prefix);
   }
   auto store = RendezvousStore::prefixed(*base, group_name);
   // backend "auto": NCCL between CUDA processes (one device each), Gloo otherwise. NCCL picks
@@ -80,9 +80,10 @@ std::unique_ptr<Communicator> join_process_group(const ProcessRank& process,
   const std::string backend = options.backend;
   const bool nccl = backend == "nccl" || (backend == "auto" && device.is_cuda());
   const GlooBinding binding = nccl ? GlooBinding{} : choose_gloo_binding(process.master_addr);
-  log_info("comm", "rank {} of {}: {} over TCP store {}:{} ({}), device {}{}", process.rank,
+  log_info("comm", "rank {} of {}: {} over TCP store {}:{} ({}{}), device {}{}", process.rank,
            process.world_size, nccl ? "NCCL" : "Gloo", process.master_addr, process.master_port,
-           process.master_from, device.str(),
+           process.master_from,
+           process.agent_store_prefix.empty() ? "" : ", served by torchrun's agent", device.str(),
            nccl ? "" : fmt::format(", Gloo bound to {}", binding.describe()));
   // Through the store first: a rank that never arrives is named here, before the group's
   // connections would only say that they timed out.

@@ -30,6 +30,7 @@ RunOptions RunOptions::from_variant(const ResolvedVariant& variant) {
   o.seed = static_cast<uint64_t>(e.get_int("seed"));
   o.threads = static_cast<int>(e.get_int("threads"));
   o.tensorboard = e.get_bool("tensorboard");
+  o.export_hf = e.get_bool("export_hf");
 
   o.vocab_file = m.get_path("vocab_file");
   o.do_lower_case = m.get_bool("do_lower_case");

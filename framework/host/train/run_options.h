@@ -17,6 +17,7 @@ struct RunOptions {
   uint64_t seed = 0;
   int threads = 1;  ///< 0: one per core
   bool tensorboard = false;
+  bool export_hf = false;  ///< VARIANT/hf/ after the final weights
 
   // [model] (the host's keys; BERT's own are in ResolvedVariant::bert_config)
   std::filesystem::path vocab_file;

@@ -25,6 +25,7 @@
 #include <thread>
 
 #include "report/compare.h"
+#include "report/hf_export.h"
 #include "report/report.h"
 #include "report/run_outputs.h"
 #include "report/tensorboard.h"
@@ -289,11 +290,18 @@ void finish_variant(const ResolvedVariant& variant, const RunOptions& o, Task& t
   result.final_parameters = snapshot_parameters(model);
   if (!files) return;
   NamedTensors weights(result.final_parameters.begin(), result.final_parameters.end());
-  write_safetensors(result.dir / "model.safetensors", weights,
-                    {{"format", "pt"},
-                     {"bertlab_variant", variant.name},
-                     {"global_step", std::to_string(result.steps)},
-                     {"bert_config", variant.bert_config.to_json()}});
+  std::map<std::string, std::string> metadata =
+      hf_export_metadata(task.hf_model_head(), o.vocab_file, o.do_lower_case);
+  metadata.insert({{"format", "pt"},
+                   {"bertlab_variant", variant.name},
+                   {"global_step", std::to_string(result.steps)},
+                   {"bert_config", variant.bert_config.to_json()}});
+  write_safetensors(result.dir / "model.safetensors", weights, metadata);
+  if (o.export_hf) {
+    const HfExportResult exported = export_hf({result.dir, result.dir / "hf", std::nullopt});
+    log_info("export", "variant '{}': {} in {} ({} tensors)", variant.name, exported.architecture,
+             (result.dir / "hf").string(), exported.tensors);
+  }
 }
 
 }  // namespace

@@ -42,6 +42,16 @@ struct EvalContext {
   std::filesystem::path output_dir;  ///< where the task may write predictions
 };
 
+/// What a Hugging Face export says of a task's model (`bertlab export --hf`, config.json).
+struct HfModelHead {
+  /// transformers' class for the model and its head ("BertForSequenceClassification",
+  /// "BertForQuestionAnswering", "BertForPreTraining"); empty: "BertModel", no head.
+  std::string architecture;
+  std::vector<std::string> labels;  ///< classification: id2label, in id order
+  /// "single_label_classification" or "regression" for a classifier; empty otherwise.
+  std::string problem_type;
+};
+
 struct LossOutput {
   /// Scalar, the mean loss over the batch's examples, with autograd history (undefined when
   /// the task has only a token-weighted part).
@@ -106,6 +116,8 @@ class Task {
   }
   /// Evaluates `model` (in eval mode) on the task's evaluation set.
   virtual Metrics evaluate(torch::nn::Module& model, const EvalContext& ctx) const = 0;
+  /// The model's class and head as Hugging Face transformers names them, after prepare().
+  virtual HfModelHead hf_model_head() const { return {}; }
 };
 
 }  // namespace bertlab

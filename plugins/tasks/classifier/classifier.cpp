@@ -3,12 +3,15 @@
 #include <ATen/ATen.h>
 #include <ATen/core/grad_mode.h>
 #include <bertlab/error.h>
+#include <bertlab/io/atomic_file.h>
 #include <bertlab/log.h>
 #include <bertlab/model/bert.h>
 #include <bertlab/task_helpers.h>
 #include <bertlab/text/tokenizer.h>
+#include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 
 #include "batching.h"
 #include "classifier_model.h"
@@ -38,6 +41,21 @@ void append_cpu(const at::Tensor& values, std::vector<T>& out) {
   const at::Tensor cpu = values.to(at::kCPU).contiguous();
   const T* data = cpu.data_ptr<T>();
   out.insert(out.end(), data, data + cpu.numel());
+}
+
+/// Appends a line per row of `logits` ([batch, labels]): its values, tab-separated, with the
+/// digits that give the float back.
+void append_logits_tsv(const at::Tensor& logits, std::string& out) {
+  const at::Tensor cpu = logits.to(at::kCPU, at::kFloat).contiguous();
+  const float* data = cpu.data_ptr<float>();
+  const int64_t width = cpu.size(1);
+  for (int64_t row = 0; row < cpu.size(0); ++row) {
+    for (int64_t j = 0; j < width; ++j) {
+      fmt::format_to(std::back_inserter(out), "{}{:.9g}", j == 0 ? "" : "\t",
+                     data[row * width + j]);
+    }
+    out += '\n';
+  }
 }
 
 }  // namespace
@@ -122,6 +140,11 @@ LossOutput ClassifierTask::compute_loss(torch::nn::Module& model, const Batch& b
   return out;
 }
 
+HfModelHead ClassifierTask::hf_model_head() const {
+  return {"BertForSequenceClassification", labels_,
+          is_regression() ? "regression" : "single_label_classification"};
+}
+
 Metrics ClassifierTask::evaluate(torch::nn::Module& model, const EvalContext& ctx) const {
   BERTLAB_CHECK(ctx.eval_batch_size > 0, "eval_batch_size ({}) must be positive",
                 ctx.eval_batch_size);
@@ -130,16 +153,16 @@ Metrics ClassifierTask::evaluate(torch::nn::Module& model, const EvalContext& ct
   const at::NoGradGuard no_grad;
   Metrics metrics;
   for (const EvalFeatures& set : eval_sets_) {
-    for (const auto& [key, value] : evaluate_set(classifier, set.features, ctx)) {
+    for (const auto& [key, value] : evaluate_set(classifier, set, ctx)) {
       metrics.emplace_back(key + set.suffix, value);
     }
   }
   return metrics;
 }
 
-Metrics ClassifierTask::evaluate_set(ClassifierModelImpl& classifier,
-                                     const std::vector<InputFeatures>& features,
+Metrics ClassifierTask::evaluate_set(ClassifierModelImpl& classifier, const EvalFeatures& set,
                                      const EvalContext& ctx) const {
+  const std::vector<InputFeatures>& features = set.features;
   const bool regression = is_regression();
   const auto total = static_cast<int64_t>(features.size());
   std::vector<int64_t> predictions;  // [eval example] argmax label id (classification)
@@ -147,12 +170,14 @@ Metrics ClassifierTask::evaluate_set(ClassifierModelImpl& classifier,
   std::vector<double> scores;        // [eval example] predicted value (regression)
   std::vector<double> targets;       // [eval example] true value (regression)
   std::vector<double> losses;        // [eval example]
+  std::string logits_tsv;            // a line of logits per eval example
   for (int64_t start = 0; start < total; start += ctx.eval_batch_size) {
     std::vector<int64_t> indices(std::min(ctx.eval_batch_size, total - start));
     for (size_t i = 0; i < indices.size(); ++i) indices[i] = start + static_cast<int64_t>(i);
     const Batch batch = collate(features, indices, ctx.device, regression);
     const at::Tensor logits =
         classifier.forward(batch.at("input_ids"), batch.at("segment_ids"), batch.at("input_mask"));
+    append_logits_tsv(logits, logits_tsv);
     if (regression) {
       append_cpu<double>(logits.squeeze(1).to(at::kDouble), scores);
       append_cpu<double>(batch.at("label_values").to(at::kDouble), targets);
@@ -163,6 +188,10 @@ Metrics ClassifierTask::evaluate_set(ClassifierModelImpl& classifier,
       append_cpu<int64_t>(batch.at("label_ids"), label_ids);
       append_cpu<double>(per_example_loss(logits, batch.at("label_ids")).to(at::kDouble), losses);
     }
+  }
+
+  if (!ctx.output_dir.empty()) {
+    write_file_atomic(ctx.output_dir / fmt::format("eval_logits{}.tsv", set.suffix), logits_tsv);
   }
 
   Metrics metrics;

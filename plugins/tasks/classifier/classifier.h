@@ -34,6 +34,8 @@ class ClassifierTask : public Task {
   /// eval_matthews_correlation (cola). Regression: eval_loss (mean squared error), eval_pearson,
   /// eval_spearmanr, eval_combined_score (their mean). Restores the model's training mode.
   Metrics evaluate(torch::nn::Module& model, const EvalContext& ctx) const override;
+  /// BertForSequenceClassification: the labels (none for regression) and the problem type.
+  HfModelHead hf_model_head() const override;
 
   const ClassifierOptions& options() const { return options_; }
   const std::vector<std::string>& labels() const { return labels_; }
@@ -55,8 +57,9 @@ class ClassifierTask : public Task {
   };
   std::vector<EvalFeatures> eval_sets_;  // [eval set]
 
-  /// The metrics of one evaluation set, keys without the suffix.
-  Metrics evaluate_set(ClassifierModelImpl& model, const std::vector<InputFeatures>& features,
+  /// The metrics of one evaluation set, keys without the suffix; its logits go to
+  /// ctx.output_dir/eval_logits<suffix>.tsv.
+  Metrics evaluate_set(ClassifierModelImpl& model, const EvalFeatures& set,
                        const EvalContext& ctx) const;
 };
 

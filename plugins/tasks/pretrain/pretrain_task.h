@@ -54,6 +54,7 @@ class PretrainTask : public Task {
   /// Google's metric_fn over at most max_eval_steps batches of eval_file: masked_lm_accuracy,
   /// masked_lm_loss, next_sentence_accuracy, next_sentence_loss, and loss (their sum).
   Metrics evaluate(torch::nn::Module& model, const EvalContext& ctx) const override;
+  HfModelHead hf_model_head() const override { return {"BertForPreTraining", {}, {}}; }
 
  private:
   InstanceShape shape() const;

@@ -32,6 +32,7 @@ class SquadTask : public Task {
   /// null_odds.json into ctx.output_dir, and returns the official metrics: exact_match and f1
   /// (v1.1), or exact, f1, total, HasAns_*, NoAns_*, best_* (v2.0). Restores the model's mode.
   Metrics evaluate(torch::nn::Module& model, const EvalContext& ctx) const override;
+  HfModelHead hf_model_head() const override { return {"BertForQuestionAnswering", {}, {}}; }
 
   const std::vector<SquadFeature>& train_features() const { return train_features_; }
   const std::vector<SquadExample>& eval_examples() const { return eval_examples_; }
