@@ -109,18 +109,20 @@ if BUILD_DIR="$build" JOBS=${JOBS:-$(nproc)} \
     --dropout 0.1 --dropout-rng both) && echo "$line" | tee -a "$results" ||
     failed+=(bench-dropout)
 
-  stage "step benchmarks: BERT-Base, SQuAD 32 x 384 and pretraining-size 64 x 128"
+  stage "step benchmarks: BERT-Base, SQuAD 32 x 384 and pretraining 64 x 128 (MLM + NSP heads)"
   base="--hidden-size 768 --num-hidden-layers 12 --num-attention-heads 12 --intermediate-size 3072"
-  for shape in "32 384" "64 128"; do
+  py_base="--hidden_size 768 --num_hidden_layers 12 --num_attention_heads 12 --intermediate_size 3072"
+  for shape in "squad 32 384" "pretrain 64 128"; do
     set -- $shape
     for precision in bf16 fp32; do
       tf32=$([[ $precision == fp32 ]] && echo --tf32)
-      line=$("$bin" bench step $base --batch "$1" --seq "$2" --steps 10 --device cuda \
-        --precision "$precision" $tf32) && echo "$line" | tee -a "$results" ||
-        failed+=("bench-$1x$2-$precision")
-      line=$("$py" bench/python_reference.py --impl transformers $base --batch "$1" \
-        --seq "$2" --steps 10 --device cuda --precision "$precision" $tf32) &&
-        echo "$line" | tee -a "$results" || echo "[gpu-check] transformers $1x$2 $precision: failed"
+      line=$("$bin" bench step --task "$1" $base --batch "$2" --seq "$3" --steps 10 \
+        --device cuda --precision "$precision" $tf32) && echo "$line" | tee -a "$results" ||
+        failed+=("bench-$1-$2x$3-$precision")
+      line=$("$py" bench/python_reference.py --impl transformers --task "$1" $py_base \
+        --batch "$2" --seq "$3" --steps 10 --device cuda --precision "$precision" $tf32) &&
+        echo "$line" | tee -a "$results" ||
+        echo "[gpu-check] transformers $1 $2x$3 $precision: failed"
     done
   done
 

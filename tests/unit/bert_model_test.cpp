@@ -377,6 +377,14 @@ TEST(BertModel, ActivationsAndGeluIsErf) {
   Inputs in = tiny_inputs();
   std::vector<at::Tensor> outputs;
   BertModel reference = tiny_model();
+  {
+    // Pre-activations of order 1, where the activations differ: at the initializer's scale
+    // (0.02) gelu and gelu_new differ by ~1e-7, below allclose's tolerance on some CPUs.
+    const at::NoGradGuard no_grad;
+    for (auto& p : reference->named_parameters()) {
+      if (p.key().find("intermediate.dense.weight") != std::string::npos) p.value().mul_(50.0);
+    }
+  }
   for (const char* act : {"gelu", "gelu_new", "relu", "tanh"}) {
     BertConfig c = tiny_config();
     c.hidden_act = act;

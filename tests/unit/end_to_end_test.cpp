@@ -912,6 +912,48 @@ TEST(EndToEndBench, StepReportsZero1sShardedOptimizerState) {
   EXPECT_LT(zero1, mirrored);
 }
 
+// `bench step --task pretrain`: the masked-LM and next-sentence heads on 2 replicas, with
+// create_pretraining_data.py's count of masked tokens (round(16 · 0.15) = 2 in the task's 20
+// slots); an unknown task is refused before anything runs.
+TEST(EndToEndBench, StepTimesThePretrainingHeads) {
+  auto r = run_bertlab({"bench",
+                        "step",
+                        "--task",
+                        "pretrain",
+                        "--strategy",
+                        "mirrored",
+                        "--replicas",
+                        "2",
+                        "--hidden-size",
+                        "32",
+                        "--num-hidden-layers",
+                        "2",
+                        "--num-attention-heads",
+                        "2",
+                        "--intermediate-size",
+                        "64",
+                        "--vocab-size",
+                        "128",
+                        "--batch",
+                        "4",
+                        "--seq",
+                        "16",
+                        "--steps",
+                        "1"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json line = nlohmann::json::parse(r.out);
+  EXPECT_EQ(line["task"], "pretrain");
+  EXPECT_EQ(line["masked_lm_slots"], 20);
+  EXPECT_EQ(line["masked_lm_tokens"], 2);
+  EXPECT_GT(line["step_s"].get<double>(), 0.0);
+  EXPECT_GT(line["comm_dense_bytes"].get<int64_t>(), 0);
+
+  auto bad = run_bertlab({"bench", "step", "--task", "classifier"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_NE(bad.err.find("--task must be squad or pretrain, got classifier"), std::string::npos)
+      << bad.err;
+}
+
 }  // namespace
 }  // namespace bertlab
 

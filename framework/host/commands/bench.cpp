@@ -38,8 +38,10 @@ void add_step_shape(CommandLine& c, StepBenchOptions& o) {
   c.option("--threads", o.threads, "libtorch and OpenBLAS threads (default 1)");
 }
 
-/// How `bench step` trains: strategy, replicas, optimizer, device, precision, dropout.
+/// How `bench step` trains: task, strategy, replicas, optimizer, device, precision, dropout.
 void add_step_training(CommandLine& c, StepBenchOptions& o) {
+  c.option("--task", o.task,
+           "squad (default: the span head) or pretrain (masked-LM and next-sentence heads)");
   c.option("--strategy", o.strategy,
            "a strategy plugin: single (default), mirrored, sparse_allgather, powersgd, "
            "local_sgd, zero1");
@@ -84,7 +86,9 @@ Command with_plugins(CommandLine& c, const std::shared_ptr<Options>& o, PluginOp
 Command define_step(CommandLine& bench, PluginOptions& plugins) {
   auto o = std::make_shared<StepBenchOptions>();
   CommandLine c = bench.subcommand(
-      "step", "a BERT training step (SQuAD span head, random ids): time by phase, tokens/s, RSS");
+      "step",
+      "a BERT training step (SQuAD or pretraining heads, random ids): time by phase, tokens/s, "
+      "RSS");
   add_step_shape(c, *o);
   add_step_training(c, *o);
   return with_plugins(c, o, plugins, bench_step);

@@ -28,6 +28,7 @@
 #include <optional>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 
 #include "runtime/plugin_host.h"
 #include "runtime/threads.h"
@@ -77,17 +78,56 @@ double encoder_flops(const StepBenchOptions& o) {
          static_cast<double>(o.batch) * s;
 }
 
-// Random token ids, a full mask, two segments and random answer spans: one replica's batch.
-Batch make_batch(const StepBenchOptions& o, int64_t rows, uint64_t seed) {
-  at::Generator gen = at::detail::createCPUGenerator(seed);
+// The masked-LM slots of a pretraining batch, and how many of them hold a masked token.
+struct MaskedLmShape {
+  int64_t slots = 0;   // the task's max_predictions_per_seq
+  int64_t masked = 0;  // per sequence, weight 1; the slots after them are padding, weight 0
+};
+
+// Random token ids, a full mask and two segments: what every task reads.
+Batch encoder_batch(const StepBenchOptions& o, int64_t rows, at::Generator& gen) {
   Batch b;
   b["input_ids"] = at::randint(o.vocab_size, {rows, o.seq}, gen, at::kLong);
   b["input_mask"] = at::ones({rows, o.seq}, at::kLong);
   at::Tensor segments = at::zeros({rows, o.seq}, at::kLong);
   segments.narrow(1, o.seq / 2, o.seq - o.seq / 2).fill_(1);
   b["segment_ids"] = segments;
-  b["start_positions"] = at::randint(o.seq, {rows}, gen, at::kLong);
-  b["end_positions"] = at::randint(o.seq, {rows}, gen, at::kLong);
+  return b;
+}
+
+// The pretrain task's masked-LM and next-sentence keys, laid out as create_pretraining_data.py
+// writes them: `masked` distinct random positions in ascending order with random original ids
+// and weight 1, padding slots at position 0 with id 0 and weight 0, and random is-random-next
+// labels.
+void add_pretrain_keys(Batch& b, const StepBenchOptions& o, const MaskedLmShape& lm, int64_t rows,
+                       at::Generator& gen) {
+  // The first `masked` of a random permutation of each row's positions, ascending.
+  const at::Tensor permutation = at::argsort(at::rand({rows, o.seq}, gen), /*stable=*/false,
+                                             /*dim=*/1);
+  const at::Tensor drawn = std::get<0>(at::sort(permutation.narrow(1, 0, lm.masked), /*dim=*/1));
+  at::Tensor positions = at::zeros({rows, lm.slots}, at::kLong);
+  positions.narrow(1, 0, lm.masked).copy_(drawn);
+  at::Tensor ids = at::zeros({rows, lm.slots}, at::kLong);
+  ids.narrow(1, 0, lm.masked).copy_(at::randint(o.vocab_size, {rows, lm.masked}, gen, at::kLong));
+  at::Tensor weights = at::zeros({rows, lm.slots}, at::kFloat);
+  weights.narrow(1, 0, lm.masked).fill_(1.0);
+  b["masked_lm_positions"] = positions;
+  b["masked_lm_ids"] = ids;
+  b["masked_lm_weights"] = weights;
+  b["next_sentence_labels"] = at::randint(2, {rows}, gen, at::kLong);
+}
+
+// One replica's batch of --task: the encoder's inputs and random answer spans (squad) or
+// masked-LM slots and next-sentence labels (pretrain).
+Batch make_batch(const StepBenchOptions& o, const MaskedLmShape& lm, int64_t rows, uint64_t seed) {
+  at::Generator gen = at::detail::createCPUGenerator(seed);
+  Batch b = encoder_batch(o, rows, gen);
+  if (o.task == "pretrain") {
+    add_pretrain_keys(b, o, lm, rows, gen);
+  } else {
+    b["start_positions"] = at::randint(o.seq, {rows}, gen, at::kLong);
+    b["end_positions"] = at::randint(o.seq, {rows}, gen, at::kLong);
+  }
   return b;
 }
 
@@ -104,8 +144,10 @@ void check(bool ok, const std::string& message) {
   if (!ok) throw ConfigError("bench step: " + message);
 }
 
-// Checks the step, replica, thread, strategy and precision flags.
+// Checks the task, step, replica, thread, strategy and precision flags.
 void check_options(const StepBenchOptions& o) {
+  check(o.task == "squad" || o.task == "pretrain",
+        fmt::format("--task must be squad or pretrain, got {}", o.task));
   check(o.dropout >= 0 && o.dropout < 1,
         fmt::format("--dropout must be in [0, 1), got {}", o.dropout));
   check(o.steps >= 1, fmt::format("--steps must be >= 1, got {}", o.steps));
@@ -148,10 +190,25 @@ BertConfig bert_config(const StepBenchOptions& o) {
   return config;
 }
 
-// Whether the strategy declares the option `key`.
-bool declares(const Component& strategy, const std::string& key) {
-  return std::any_of(strategy.spec.options.begin(), strategy.spec.options.end(),
+// Whether the component (a strategy, a task) declares the option `key`.
+bool declares(const Component& c, const std::string& key) {
+  return std::any_of(c.spec.options.begin(), c.spec.options.end(),
                      [&](const OptionDecl& d) { return d.key == key; });
+}
+
+// As create_pretraining_data.py's create_masked_lm_predictions for a sequence of --seq tokens:
+// round(seq · 0.15) masked tokens, at least 1 and at most the task's max_predictions_per_seq
+// slots (its default 20: 19 masked tokens and 1 padding slot at seq 128). Empty for squad.
+MaskedLmShape masked_lm_shape(const StepBenchOptions& o, const Component& task,
+                              const ConfigView& task_view) {
+  if (o.task != "pretrain") return {};
+  MaskedLmShape lm;
+  lm.slots = declares(task, "max_predictions_per_seq")
+                 ? task_view.get_int("max_predictions_per_seq")
+                 : 20;  // create_pretraining_data.py's default
+  const auto rounded = static_cast<int64_t>(std::nearbyint(static_cast<double>(o.seq) * 0.15));
+  lm.masked = std::min(lm.slots, std::max<int64_t>(1, rounded));
+  return lm;
 }
 
 // The strategy options the flags set; the others keep the strategy's defaults.
@@ -208,6 +265,7 @@ struct BenchContext {
   const ConfigView& adversarial_view;
   std::vector<std::shared_ptr<torch::nn::Module>> models;  // [rank]
   int64_t rows;                                            // of the batch, per replica
+  MaskedLmShape masked_lm;                                 // pretrain's slots
 };
 
 // One rank's model, strategy, optimizer and batch, ready to step.
@@ -218,6 +276,7 @@ struct RankState {
   std::unique_ptr<OverlapReducer> overlap;   // when the strategy overlaps backward
   std::unique_ptr<Adversarial> adversarial;  // --adversarial
   Batch batch;
+  double weight_scale = 0.0;            // of a token-weighted task's weighted_loss_sum
   at::Tensor probe;                     // a parameter, read to wait for the device
   std::vector<NamedTensor> parameters;  // the model's, for Strategy::after_update
 };
@@ -227,6 +286,18 @@ struct StepTimes {
   Clock::time_point start, forward_end, backward_end, comm_end, end;
   OverlapStats overlap;
 };
+
+// The factor of a token-weighted task's weighted_loss_sum in the objective, as training's
+// token_weight_scale with loss_normalization = "global" (its default): replicas / the weight of
+// the whole step's batch, summed over the replicas. 0 for other tasks. The batch is the same in
+// every step, so it is computed once, outside the timed steps.
+double token_weight_scale(const BenchContext& ctx, const Batch& batch, Communicator& comm) {
+  if (!ctx.task.token_weighted_loss()) return 0.0;
+  std::vector<at::Tensor> weight{at::tensor({ctx.task.loss_weight(batch)}, at::kDouble)};
+  if (comm.world_size() > 1) comm.all_reduce_sum(weight);
+  const double total = weight[0].item<double>();
+  return total > 0 ? static_cast<double>(comm.world_size()) / total : 0.0;
+}
 
 // Builds rank `rank`'s strategy, optimizer, overlap reducer and batch.
 RankState make_rank(const BenchContext& ctx, int rank, Communicator& comm) {
@@ -253,8 +324,9 @@ RankState make_rank(const BenchContext& ctx, int rank, Communicator& comm) {
   if (ctx.o.replicas > 1 && s.strategy->overlap_bucket_mb() > 0 && !s.adversarial) {
     s.overlap = std::make_unique<OverlapReducer>(*s.model, comm, s.strategy->overlap_bucket_mb());
   }
-  s.batch = make_batch(ctx.o, ctx.rows, 1000 + static_cast<uint64_t>(rank));
+  s.batch = make_batch(ctx.o, ctx.masked_lm, ctx.rows, 1000 + static_cast<uint64_t>(rank));
   for (auto& [name, t] : s.batch) t = t.to(ctx.device);
+  s.weight_scale = token_weight_scale(ctx, s.batch, comm);
   s.probe = parameters.front().tensor;
   return s;
 }
@@ -264,24 +336,33 @@ void sync(const BenchContext& ctx, const at::Tensor& probe) {
   if (ctx.device.is_cuda()) (void)probe.flatten()[0].item<float>();
 }
 
-// The forward pass and loss under autocast, with per-example dropout masks when asked; `delta`
-// added to the word embeddings' output in an adversarial pass.
-LossOutput forward_loss(const BenchContext& ctx, RankState& s, int rank, int step,
-                        const at::Tensor& delta = {}, int64_t pass = 0) {
+// The forward pass and the objective training backpropagates (train_step.cpp's objective_of,
+// one micro-batch): the task's mean loss plus its token-weighted sum times the rank's scale;
+// under autocast, with per-example dropout masks when asked and `delta` added to the word
+// embeddings' output in an adversarial pass.
+at::Tensor forward_objective(const BenchContext& ctx, RankState& s, int rank, int step,
+                             const at::Tensor& delta = {}, int64_t pass = 0) {
   AutocastScope autocast(ctx.precision.autocast_dtype(), ctx.device);
   std::optional<PerExampleDropoutScope> masks;
   if (ctx.o.dropout_rng == "per_example") {
     masks.emplace(DropoutKey{12345, step, rank * ctx.rows, ctx.rows, pass});
   }
   WordEmbeddingPerturbation perturbation(delta);
-  return ctx.task.compute_loss(*s.model, s.batch);
+  const LossOutput out = ctx.task.compute_loss(*s.model, s.batch);
+  at::Tensor objective = out.loss;
+  if (out.weighted_loss_sum.defined()) {
+    const at::Tensor weighted = out.weighted_loss_sum * s.weight_scale;
+    objective = objective.defined() ? objective + weighted : weighted;
+  }
+  BERTLAB_CHECK(objective.defined(), "the {} task's compute_loss returned no loss", ctx.o.task);
+  return objective;
 }
 
 // An adversarial step's passes, as training runs them (forward and backward both).
 void adversarial_passes(const BenchContext& ctx, RankState& s, int rank, int step) {
   AdversarialBatch a;
   a.objective = [&](const at::Tensor& delta, int64_t pass) {
-    return forward_loss(ctx, s, rank, step, delta, pass).loss;
+    return forward_objective(ctx, s, rank, step, delta, pass);
   };
   a.backward = [](const at::Tensor& objective) { objective.backward(); };
   a.input_mask = s.batch.at("input_mask").to(at::kFloat);
@@ -305,11 +386,11 @@ StepTimes timed_step(const BenchContext& ctx, RankState& s, int rank, int step,
     t.forward_end = Clock::now();
     adversarial_passes(ctx, s, rank, step);
   } else {
-    LossOutput out = forward_loss(ctx, s, rank, step);
+    const at::Tensor objective = forward_objective(ctx, s, rank, step);
     sync(ctx, s.probe);
     t.forward_end = Clock::now();
     if (s.overlap) s.overlap->arm();
-    out.loss.backward();
+    objective.backward();
   }
   GradientSet grads = GradientSet::from_module(*s.model);
   sync(ctx, s.probe);
@@ -374,6 +455,7 @@ nlohmann::ordered_json report(const BenchContext& ctx, const Phases& phases) {
   const double flops = encoder_flops(o);
   nlohmann::ordered_json j;
   j["impl"] = "bertlab";
+  j["task"] = o.task;
   j["hidden_size"] = o.hidden_size;
   j["num_hidden_layers"] = o.num_hidden_layers;
   j["num_attention_heads"] = o.num_attention_heads;
@@ -381,6 +463,10 @@ nlohmann::ordered_json report(const BenchContext& ctx, const Phases& phases) {
   j["vocab_size"] = o.vocab_size;
   j["batch"] = o.batch;
   j["seq"] = o.seq;
+  if (o.task == "pretrain") {
+    j["masked_lm_slots"] = ctx.masked_lm.slots;
+    j["masked_lm_tokens"] = ctx.masked_lm.masked;  // per sequence
+  }
   j["threads"] = o.threads;
   j["strategy"] = o.strategy;
   j["replicas"] = o.replicas;
@@ -514,7 +600,10 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
   const Component& task_c = component(host, ComponentKind::kTask, o.task);
   const Component& strategy_c = component(host, ComponentKind::kStrategy, o.strategy);
   const Component& optimizer_c = component(host, ComponentKind::kOptimizer, o.optimizer);
-  std::unique_ptr<Task> task = task_c.task_factory(ConfigView("task", task_c.spec.options, {}));
+  // The task's defaults: no data is read (prepare() is not called), so pretrain's input_file
+  // may stay empty.
+  const ConfigView task_view("task", task_c.spec.options, {});
+  std::unique_ptr<Task> task = task_c.task_factory(task_view);
   // The strategy's defaults, and what the flags set.
   const ConfigView strategy_view("strategy", strategy_c.spec.options,
                                  strategy_values(o, strategy_c));
@@ -542,7 +631,8 @@ int bench_step(const PluginHost& host, const StepBenchOptions& o) {
                          adversarial_c,
                          adversarial_view,
                          create_models(*task, config, o, device),
-                         o.batch / o.replicas};
+                         o.batch / o.replicas,
+                         masked_lm_shape(o, task_c, task_view)};
   Phases phases;  // rank 0's
   // As in training: thread ranks, each drawing its dropout from its own generator.
   run_thread_ranks(o.replicas, std::chrono::seconds(600), device,

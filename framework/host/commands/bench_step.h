@@ -1,6 +1,7 @@
 #pragma once
-// `bertlab bench step`: one training step of BERT with the SQuAD span head on random token ids
-// (AdamWeightDecay, clipping at 1.0), timed by phase.
+// `bertlab bench step`: one training step of BERT with the SQuAD span head or the pretraining
+// heads (masked LM and next sentence) on random token ids (AdamWeightDecay, clipping at 1.0),
+// timed by phase.
 
 #include <bertlab/config.h>
 
@@ -34,6 +35,8 @@ struct StepBenchOptions {
   std::string compression;  ///< the strategy's compression (mirrored: fp16, bf16); empty: none
   /// Any other strategy option, KEY=VALUE (powersgd: rank=4).
   std::vector<std::string> strategy_options;
+  /// squad: the span head, random answer spans; pretrain: the masked-LM and next-sentence heads,
+  /// random masked positions and labels, the masked-LM loss token-weighted as in training.
   std::string task = "squad";
   std::string optimizer = "adam_weight_decay";
   std::string device = "cpu";      ///< cpu, cuda, cuda:N (every replica on it)
