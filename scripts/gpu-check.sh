@@ -20,6 +20,9 @@ out=${OUT:-$root/gpu-out}
 mkdir -p "$out"
 exec > >(tee -a "$out/gpu-check.log") 2>&1
 py=${BERTLAB_PYTHON:-python3}
+# The device of the interop run (GPU_CHECK_INTEROP_DEVICE=cpu tries the interop stages on a
+# machine without a GPU).
+interop_device=${GPU_CHECK_INTEROP_DEVICE:-cuda}
 build=${BUILD_DIR:-build-cuda}
 results="$out/results.jsonl"
 failed=()
@@ -83,9 +86,14 @@ if ((${#missing[@]})); then
 fi
 
 stage "build against python's libtorch"
+# bertlab, its plugins and the four test programs that hold the CUDA tests: the other test
+# programs (most of a full build) have nothing to do on a GPU. GPU_CHECK_FULL_BUILD=1 builds all.
+targets=(--target bertlab_launcher bertlab_cli bertlab_plugins dropout_rng_test precision_test
+  strategy_test experiment_config_test)
+[[ ${GPU_CHECK_FULL_BUILD:-0} == 1 ]] && targets=()
 if BUILD_DIR="$build" JOBS=${JOBS:-$(nproc)} \
   CMAKE_ARGS="-DBERTLAB_TORCH_FROM_PYTHON=ON -DBERTLAB_PYTHON=$py ${CMAKE_ARGS:-}" \
-  bash scripts/build.sh; then
+  bash scripts/build.sh "${targets[@]}"; then
   grep -E "CUDA: (ON|OFF)" "$build/CMakeCache.txt" > /dev/null 2>&1 || true
   bin="$build/bin/bertlab"
 
@@ -160,7 +168,7 @@ max_seq_length = $interop_seq
 
 [strategy]
 plugin = "single"
-device = "cpu"  # gpu-check runs it with --set strategy.device=cuda
+device = "cpu"  # gpu-check runs it with --set strategy.device=$interop_device
 
 [optimizer]
 plugin = "adam_weight_decay"
@@ -177,7 +185,8 @@ do_eval = true
 name = "classifier"
 TOML
   variant="$ix/runs/interop/classifier"
-  if timeout 180 "$bin" run "$ix/interop.toml" --set strategy.device=cuda --output-dir "$ix/runs"
+  if timeout 180 "$bin" run "$ix/interop.toml" --set strategy.device="$interop_device" \
+    --output-dir "$ix/runs"
   then
     record interop-run true
     ls -l "$variant" "$variant/hf" || true
@@ -242,10 +251,10 @@ TOML
     echo "[gpu-check] torchrun: ${torchrun[*]}"
     # What torchrun gives its workers. With TORCHELASTIC_USE_AGENT_STORE=True its agent already
     # serves the store at MASTER_ADDR:MASTER_PORT, so no rank may serve one there itself.
-    timeout 60 "${torchrun[@]}" --nproc-per-node 2 --no-python env 2>&1 |
+    timeout 60 "${torchrun[@]}" --nproc_per_node 2 --no_python env 2>&1 |
       grep -E '^(RANK|LOCAL_RANK|WORLD_SIZE|MASTER_ADDR|MASTER_PORT|TORCHELASTIC_[A-Z_]*)=' |
       sort | tee "$out/torchrun-env.txt"
-    if timeout 120 "${torchrun[@]}" --nproc-per-node 2 --no-python "$bin_abs" gradcheck \
+    if timeout 120 "${torchrun[@]}" --nproc_per_node 2 --no_python "$bin_abs" gradcheck \
       "$launch_exp" --output-dir "$out/torchrun" --set strategy.timeout_s=60; then
       interop torchrun-gradcheck gradcheck --json "$out/torchrun/launch/gradcheck.json" \
         --backend gloo
@@ -256,7 +265,7 @@ TOML
       # get a free MASTER_PORT and TORCHELASTIC_USE_AGENT_STORE=False).
       echo "[gpu-check] again with --standalone and TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"
       if TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 timeout 120 "${torchrun[@]}" --standalone \
-        --nproc-per-node 2 --no-python "$bin_abs" gradcheck "$launch_exp" \
+        --nproc_per_node 2 --no_python "$bin_abs" gradcheck "$launch_exp" \
         --output-dir "$out/torchrun-own-store" --set strategy.timeout_s=60; then
         record torchrun-gradcheck-own-store true "passes when rank 0 serves the store itself"
       else
