@@ -874,32 +874,33 @@ TEST(EndToEndBench, ExchangeCountsTheBytesOfEachStrategy) {
   EXPECT_NE(bad.err.find("'x' is not an int"), std::string::npos) << bad.err;
 }
 
+/// `bertlab bench step` of a tiny BERT (hidden 32, 2 layers, vocabulary 128), one timed step,
+/// with `args` (batch, sequence, strategy, task ...) after it.
+testing::CommandResult tiny_bench_step(const std::vector<std::string>& args) {
+  std::vector<std::string> line = {"bench",
+                                   "step",
+                                   "--hidden-size",
+                                   "32",
+                                   "--num-hidden-layers",
+                                   "2",
+                                   "--num-attention-heads",
+                                   "2",
+                                   "--intermediate-size",
+                                   "64",
+                                   "--vocab-size",
+                                   "128",
+                                   "--steps",
+                                   "1"};
+  line.insert(line.end(), args.begin(), args.end());
+  return run_bertlab(line);
+}
+
 // zero1 in `bench step`: each rank's optimizer holds its shard, so the most one rank holds is
 // about half of what mirrored's ranks each hold (within the largest parameter's state).
 TEST(EndToEndBench, StepReportsZero1sShardedOptimizerState) {
   const auto state = [](const std::string& strategy) {
-    auto r = run_bertlab({"bench",
-                          "step",
-                          "--strategy",
-                          strategy,
-                          "--replicas",
-                          "2",
-                          "--hidden-size",
-                          "32",
-                          "--num-hidden-layers",
-                          "2",
-                          "--num-attention-heads",
-                          "2",
-                          "--intermediate-size",
-                          "64",
-                          "--vocab-size",
-                          "128",
-                          "--batch",
-                          "2",
-                          "--seq",
-                          "8",
-                          "--steps",
-                          "1"});
+    auto r =
+        tiny_bench_step({"--strategy", strategy, "--replicas", "2", "--batch", "2", "--seq", "8"});
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.exit_code == 0 ? nlohmann::json::parse(r.out)["optimizer_state_bytes"].get<double>()
                             : 0.0;
@@ -916,30 +917,8 @@ TEST(EndToEndBench, StepReportsZero1sShardedOptimizerState) {
 // create_pretraining_data.py's count of masked tokens (round(16 · 0.15) = 2 in the task's 20
 // slots); an unknown task is refused before anything runs.
 TEST(EndToEndBench, StepTimesThePretrainingHeads) {
-  auto r = run_bertlab({"bench",
-                        "step",
-                        "--task",
-                        "pretrain",
-                        "--strategy",
-                        "mirrored",
-                        "--replicas",
-                        "2",
-                        "--hidden-size",
-                        "32",
-                        "--num-hidden-layers",
-                        "2",
-                        "--num-attention-heads",
-                        "2",
-                        "--intermediate-size",
-                        "64",
-                        "--vocab-size",
-                        "128",
-                        "--batch",
-                        "4",
-                        "--seq",
-                        "16",
-                        "--steps",
-                        "1"});
+  auto r = tiny_bench_step({"--task", "pretrain", "--strategy", "mirrored", "--replicas", "2",
+                            "--batch", "4", "--seq", "16"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json line = nlohmann::json::parse(r.out);
   EXPECT_EQ(line["task"], "pretrain");
