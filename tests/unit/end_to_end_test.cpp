@@ -4,6 +4,7 @@
 #include <ATen/ATen.h>
 #include <bertlab/error.h>
 #include <bertlab/io/safetensors.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
@@ -547,16 +548,21 @@ fs::path gradient_averaging_experiment() {
   return fs::path(BERTLAB_SOURCE_DIR) / "experiments" / "gradient-averaging.toml";
 }
 
+// The committed baselines are checked with every initial weight moved one ulp (--perturb-ulp):
+// every float result then differs by rounding from the machine that wrote them, as on another
+// CPU or BLAS kernel, and each must still hold (docs/strategy-contracts.md, "Regression
+// baselines"). The line printed says how much of its tolerance the closest field used.
 TEST(EndToEndGradcheck, TheGradientAveragingExperimentMeetsEveryExpectation) {
   TempDir dir;
   auto r = run_bertlab(
       {"gradcheck", gradient_averaging_experiment().string(), "--output-dir", dir.path().string(),
-       "--baseline",
+       "--perturb-ulp", "1", "--baseline",
        (fs::path(BERTLAB_SOURCE_DIR) / "experiments" / "gradient-averaging.baseline.json")
            .string()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("every variant unchanged"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("every variant unchanged; largest use of a tolerance"), std::string::npos)
+      << r.out;
   auto json = nlohmann::json::parse(read_file(dir.path() / "gradient-averaging/gradcheck.json"));
   const auto& v = json["variants"];
   for (const char* name :
@@ -585,11 +591,12 @@ TEST(EndToEndGradcheck, TheStrategyContractsExperimentKeepsEveryContract) {
   TempDir dir;
   const fs::path experiments = fs::path(BERTLAB_SOURCE_DIR) / "experiments";
   auto r = run_bertlab({"gradcheck", (experiments / "strategy-contracts.toml").string(),
-                        "--output-dir", dir.path().string(), "--baseline",
+                        "--output-dir", dir.path().string(), "--perturb-ulp", "1", "--baseline",
                         (experiments / "strategy-contracts.baseline.json").string()});
   EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("every variant unchanged"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("every variant unchanged; largest use of a tolerance"), std::string::npos)
+      << r.out;
   auto json = nlohmann::json::parse(read_file(dir.path() / "strategy-contracts/gradcheck.json"));
   const auto& v = json["variants"];
   for (const char* name :
@@ -680,6 +687,98 @@ TEST(EndToEndGradcheck, AnEmulationExpectedToMatchFails) {
   EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
   EXPECT_NE(r.out.find("| no-divide-2 | match |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
+// Regressions against the committed baseline, on weights moved by one ulp (so the failures are
+// the regressions', not rounding's): a changed divide and dropped rows in exact rows, a changed
+// algorithm where the contract bounds nothing, and an emulated bug that no longer shows.
+TEST(EndToEndGradcheck, ACommittedBaselineFailsRegressions) {
+  const fs::path experiments = fs::path(BERTLAB_SOURCE_DIR) / "experiments";
+  std::string text = read_file(experiments / "strategy-contracts.toml");
+  const std::vector<std::pair<std::string, std::string>> changes = {
+      {"{ plugin = \"sparse_allgather\", replicas = 2 }",
+       "{ plugin = \"sparse_allgather\", replicas = 2, emulate = \"no_divide\" }"},
+      {"name = \"sparse-allgather-4\"\nstrategy = { plugin = \"sparse_allgather\", replicas = 4 }",
+       "name = \"sparse-allgather-4\"\nstrategy = { plugin = \"sparse_allgather\", replicas = 4, "
+       "emulate = \"first_replica_indices\" }"},
+      {"replicas = 2, rank = 1, start_step = 1 }", "replicas = 2, rank = 2, start_step = 1 }"},
+      {"start_step = 1, emulate = \"residual_from_average\" }", "start_step = 1 }"}};
+  for (const auto& [from, to] : changes) {
+    const size_t at = text.find(from);
+    ASSERT_NE(at, std::string::npos) << from;
+    text.replace(at, from.size(), to);
+  }
+  // Beside the original, so its relative data paths resolve.
+  const fs::path copy = experiments / ("regressed-" + std::to_string(::getpid()) + ".toml");
+  testing::write_file(copy, text);
+  TempDir dir;
+  std::vector<std::string> args = {
+      "gradcheck",     copy.string(),
+      "--output-dir",  dir.path().string(),
+      "--perturb-ulp", "1",
+      "--baseline",    (experiments / "strategy-contracts.baseline.json").string()};
+  for (const char* v : {"single", "mirrored-bf16-2", "sparse-allgather-2", "sparse-allgather-4",
+                        "powersgd-2", "powersgd-residual-from-average-2"}) {
+    args.insert(args.end(), {"--variant", v});
+  }
+  auto r = run_bertlab(args);
+  fs::remove(copy);
+  EXPECT_EQ(r.exit_code, 1) << r.out << r.err;
+  // The changed divide shows at once; rows dropped under the first replica's indices later.
+  EXPECT_NE(r.out.find("baseline: variant 'sparse-allgather-2': grad_norms[step 1]"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("baseline: variant 'sparse-allgather-4': "), std::string::npos) << r.out;
+  // PowerSGD's step 1 is exact whatever the rank; from step 2 the approximation differs.
+  EXPECT_EQ(r.out.find("baseline: variant 'powersgd-2': grad_norms[step 1]"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("baseline: variant 'powersgd-2': grad_norms[step 2]"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(unbounded tolerance"), std::string::npos) << r.out;
+  // Without its emulation the residual is conserved: the bug no longer shows, and the verdict
+  // the baseline keeps for this differ row changes.
+  EXPECT_NE(r.out.find("baseline: variant 'powersgd-residual-from-average-2' (expect differ): "
+                       "FAIL, broken []"),
+            std::string::npos)
+      << r.out;
+  // Unchanged rows hold, the bounded one on weights moved by one ulp.
+  EXPECT_EQ(r.out.find("baseline: variant 'single'"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("baseline: variant 'mirrored-bf16-2'"), std::string::npos) << r.out;
+}
+
+// The file says where it was made; a comparison on a machine unlike it says so, and how.
+TEST(EndToEndGradcheck, ABaselineRecordsItsMachine) {
+  TempDir dir;
+  const fs::path baseline = dir / "baseline.json";
+  auto save = run_bertlab({"gradcheck", gradient_averaging_experiment().string(), "--variant",
+                           "single", "--variant", "no-divide-2", "--steps", "1", "--output-dir",
+                           dir.path().string(), "--save-baseline", baseline.string()});
+  ASSERT_EQ(save.exit_code, 0) << save.out << save.err;
+  auto json = nlohmann::json::parse(read_file(baseline));
+  EXPECT_EQ(json["format"], 2);
+  for (const char* key : {"cpu", "cpu_flags", "aten_cpu_capability", "blas", "blas_core",
+                          "openblas_coretype", "libtorch", "intra_op_threads"}) {
+    EXPECT_TRUE(json["machine"].contains(key)) << key;
+  }
+  const auto& single = json["variants"]["single"];
+  EXPECT_EQ(single["compared"], "numbers");
+  EXPECT_EQ(single["tolerance"]["grad_norms"][0]["rule"], "exact");
+  const auto& bug = json["variants"]["no-divide-2"];
+  EXPECT_EQ(bug["compared"], "verdict");
+  EXPECT_FALSE(bug.contains("grad_norms"));
+  EXPECT_EQ(bug["verdict"]["first_difference"], "step 1: sparse gradient");
+  EXPECT_EQ(bug["verdict"]["broken"], nlohmann::json::array({"reference"}));
+  // Written "elsewhere": another CPU. The check passes and names both machines.
+  json["machine"]["cpu"] = "Another CPU";
+  json["machine"]["blas_core"] = "Haswell";
+  testing::write_file(baseline, json.dump(2));
+  auto check = run_bertlab({"gradcheck", gradient_averaging_experiment().string(), "--variant",
+                            "single", "--variant", "no-divide-2", "--steps", "1", "--output-dir",
+                            dir.path().string(), "--baseline", baseline.string()});
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_NE(check.out.find("Baseline machine: Another CPU"), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("blas_core: \""), std::string::npos) << check.out;
+  EXPECT_NE(check.out.find("\" in the baseline"), std::string::npos) << check.out;
 }
 
 TEST(EndToEndGradcheck, ABaselineCatchesAChangedStrategy) {

@@ -11,6 +11,7 @@
 #include <bertlab/strategy.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <iostream>
@@ -22,6 +23,7 @@
 #include <sstream>
 
 #include "commands/commands.h"
+#include "report/baseline.h"
 #include "report/report.h"
 #include "report/svg_plot.h"
 #include "runtime/plugin_host.h"
@@ -40,6 +42,7 @@ struct Trace {
   std::vector<std::map<std::string, at::Tensor>> grads;  // [step] name → dense gradient
   std::set<std::string> sparse_names;                    // parameters with sparse gradients
   std::vector<double> losses;                            // [step]
+  std::map<std::string, at::Tensor> initial;             // name → before the first step
   std::map<std::string, at::Tensor> params;
   std::vector<std::map<std::string, at::Tensor>> step_params;  // [step] name → after the update
   std::vector<ContractMeasures> measures;  // [step] the contract's measures (with a contract)
@@ -63,10 +66,17 @@ bool ends_variant_only(const Error& e) {
          dynamic_cast<const Interrupted*>(&e) == nullptr;
 }
 
-Trace record(const ResolvedExperiment& experiment, const ResolvedVariant& variant, int64_t steps) {
+Trace record(const ResolvedExperiment& experiment, const ResolvedVariant& variant, int64_t steps,
+             std::optional<uint64_t> perturb_ulp_seed) {
   Trace trace;
   RunHooks hooks;
   hooks.max_steps = steps;
+  hooks.perturb_ulp_seed = perturb_ulp_seed;
+  hooks.on_initial_parameters = [&](const std::vector<NamedTensor>& parameters) {
+    for (const auto& p : parameters) {
+      trace.initial[p.name] = p.tensor.detach().to(at::kCPU, at::kDouble).clone();
+    }
+  };
   hooks.probe_contract = true;
   hooks.on_contract = [&](int64_t, const ContractMeasures& m) { trace.measures.push_back(m); };
   hooks.on_averaged = [&](int64_t, const GradientSet& grads) {
@@ -261,9 +271,12 @@ struct ContractCheck {
   bool holds = false;
   std::vector<std::string> measured;  ///< "bound used 0.31", "error feedback 2.1e-08", ...
   std::vector<std::string> broken;    ///< what did not hold, one phrase each
-  double bound_ratio = NAN;           ///< kBounded: worst |r − m| / (atol + rtol·mean|g|)
-  double error_feedback = NAN;        ///< worst relative conservation miss
-  double sync_difference = NAN;       ///< worst parameter difference right after a sync
+  /// The parts broken, one code each (bound, until, error_feedback, sync, state, stopped,
+  /// reference): what a baseline keeps of a `differ` row.
+  std::vector<std::string> parts;
+  double bound_ratio = NAN;      ///< kBounded: worst |r − m| / (atol + rtol·mean|g|)
+  double error_feedback = NAN;   ///< worst relative conservation miss
+  double sync_difference = NAN;  ///< worst parameter difference right after a sync
   /// optimizer_state_sharded: worst |state held − total/N| over the largest parameter's state
   double state_share = NAN;
 };
@@ -278,6 +291,7 @@ struct Row {
   double embedding_ratio = NAN;     ///< ||g_emb|| / ||g_emb of the reference|| at step 1
   std::vector<std::string> causes;  ///< besides averaging, what makes it differ (likeliest first)
   std::string stopped;              ///< the error that ended the variant's training early
+  std::string first_difference;     ///< "step S: dense gradient" ... ("" when none)
   bool match = false;
   bool pass = false;
 };
@@ -299,6 +313,14 @@ double worst_over(const std::vector<ContractMeasures>& steps, F field) {
   return worst;
 }
 
+/// Records a part of the contract `check` found broken: its code and what happened.
+void broke(ContractCheck& check, const std::string& part, std::string phrase) {
+  check.broken.push_back(std::move(phrase));
+  if (std::find(check.parts.begin(), check.parts.end(), part) == check.parts.end()) {
+    check.parts.push_back(part);
+  }
+}
+
 /// The invariants' measures of `t` against `c` into `check`.
 void check_invariants(const StrategyContract& c, const Trace& t, ContractCheck& check) {
   if (c.claims(Invariant::kErrorFeedbackConserves)) {
@@ -308,11 +330,13 @@ void check_invariants(const StrategyContract& c, const Trace& t, ContractCheck& 
         worst_over(t.measures, [](const ContractMeasures& m) { return m.error_feedback; });
     check.measured.push_back(fmt::format("error feedback {}", sci(check.error_feedback)));
     if (reported == 0) {
-      check.broken.push_back("the strategy reported no error feedback (last_error_feedback)");
+      broke(check, "error_feedback",
+            "the strategy reported no error feedback (last_error_feedback)");
     } else if (!(check.error_feedback <= 1e-6)) {
-      check.broken.push_back(fmt::format(
-          "error feedback not conserved: g + residual − sent − new residual is {} of g + residual",
-          sci(check.error_feedback)));
+      broke(check, "error_feedback",
+            fmt::format("error feedback not conserved: g + residual − sent − new residual is {} of "
+                        "g + residual",
+                        sci(check.error_feedback)));
     }
   }
   if (c.claims(Invariant::kReplicasEqualAfterSync)) {
@@ -326,10 +350,10 @@ void check_invariants(const StrategyContract& c, const Trace& t, ContractCheck& 
     check.sync_difference = syncs > 0 ? worst : NAN;
     check.measured.push_back(fmt::format("{} syncs, parameter difference {}", syncs, sci(worst)));
     if (syncs == 0) {
-      check.broken.push_back("no synchronisation in the steps run; run more --steps");
+      broke(check, "sync", "no synchronisation in the steps run; run more --steps");
     } else if (!(worst == 0.0)) {
-      check.broken.push_back(
-          fmt::format("replicas differ by {} right after a synchronisation", sci(worst)));
+      broke(check, "sync",
+            fmt::format("replicas differ by {} right after a synchronisation", sci(worst)));
     }
   }
   if (c.claims(Invariant::kOptimizerStateSharded)) {
@@ -346,14 +370,15 @@ void check_invariants(const StrategyContract& c, const Trace& t, ContractCheck& 
         fmt::format("optimizer state on a rank at most {} of {} elements (largest parameter's {})",
                     most, total, largest));
     if (t.measures.empty()) {
-      check.broken.push_back("the optimizer state was not measured (no step ran)");
+      broke(check, "state", "the optimizer state was not measured (no step ran)");
     } else if (shared > 0) {
-      check.broken.push_back(fmt::format(
-          "the optimizer state of {} parameters is held by more than one rank", shared));
+      broke(check, "state",
+            fmt::format("the optimizer state of {} parameters is held by more than one rank",
+                        shared));
     } else if (!(check.state_share <= 1.0)) {
-      check.broken.push_back(
-          fmt::format("a rank's optimizer state is {}× the largest parameter's away from 1/N",
-                      sci(check.state_share)));
+      broke(check, "state",
+            fmt::format("a rank's optimizer state is {}× the largest parameter's away from 1/N",
+                        sci(check.state_share)));
     }
   }
 }
@@ -365,7 +390,7 @@ ContractCheck check_contract(const StrategyContract& c, const Trace& t, const Ro
   ContractCheck check;
   switch (c.kind) {
     case ContractKind::kExact:
-      if (!row.match) check.broken.push_back("differs from the reference beyond rtol/atol");
+      if (!row.match) broke(check, "reference", "differs from the reference beyond rtol/atol");
       break;
     case ContractKind::kExactUntil: {
       const auto exact_steps = std::min<size_t>(steps, static_cast<size_t>(c.until_step));
@@ -375,11 +400,11 @@ ContractCheck check_contract(const StrategyContract& c, const Trace& t, const Ro
           exact_steps == 1 ? std::string("step 1") : fmt::format("steps 1–{}", exact_steps),
           sci(row.until_grad.max_abs)));
       if (!row.until_grad.close) {
-        check.broken.push_back(
-            fmt::format("gradients before step {} differ from the reference", c.until_step + 1));
+        broke(check, "until",
+              fmt::format("gradients before step {} differ from the reference", c.until_step + 1));
       }
       if (steps <= static_cast<size_t>(c.until_step) && !row.params.close) {
-        check.broken.push_back("parameters differ from the reference");
+        broke(check, "until", "parameters differ from the reference");
       }
       break;
     }
@@ -388,16 +413,53 @@ ContractCheck check_contract(const StrategyContract& c, const Trace& t, const Ro
           worst_over(t.measures, [](const ContractMeasures& m) { return m.bound_ratio; });
       check.measured.push_back(fmt::format("bound used {}", sci(check.bound_ratio)));
       if (t.measures.empty() || !(check.bound_ratio <= 1.0)) {
-        check.broken.push_back(
-            fmt::format("the averaged gradient left its bound ({}× the allowed difference)",
-                        sci(check.bound_ratio)));
+        broke(check, "bound",
+              fmt::format("the averaged gradient left its bound ({}× the allowed difference)",
+                          sci(check.bound_ratio)));
       }
       break;
   }
   check_invariants(c, t, check);
-  if (!t.stopped.empty()) check.broken.push_back("training stopped: " + t.stopped);
+  if (!t.stopped.empty()) broke(check, "stopped", "training stopped: " + t.stopped);
   check.holds = check.broken.empty();
   return check;
+}
+
+/// Whether every element of `a` is within atol + rtol·|b| of `b` (a NaN is not).
+bool all_close(const at::Tensor& a, const at::Tensor& b, double rtol, double atol) {
+  return ((a - b).abs() <= atol + rtol * b.abs()).all().item<bool>();
+}
+
+/// Where `t` first leaves `ref` beyond the tolerance: each step's averaged gradient (which parts
+/// of it), then the parameters after that step's update; "" when it never does.
+std::string first_difference(const Trace& t, const Trace& ref, const std::set<std::string>& sparse,
+                             double rtol, double atol) {
+  const size_t steps = std::max(t.grads.size(), ref.grads.size());
+  for (size_t s = 0; s < steps; ++s) {
+    if (s >= t.grads.size() || s >= ref.grads.size()) {
+      return fmt::format("step {}: training stopped", s + 1);
+    }
+    bool dense = false, rows = false;
+    for (const auto& [name, g] : t.grads[s]) {
+      auto it = ref.grads[s].find(name);
+      if (it != ref.grads[s].end() && !all_close(g, it->second, rtol, atol)) {
+        (sparse.count(name) != 0 ? rows : dense) = true;
+      }
+    }
+    if (dense || rows) {
+      return fmt::format("step {}: {}", s + 1,
+                         dense && rows ? "dense gradient, sparse gradient"
+                                       : (dense ? "dense gradient" : "sparse gradient"));
+    }
+    if (s >= t.step_params.size() || s >= ref.step_params.size()) continue;
+    for (const auto& [name, p] : t.step_params[s]) {
+      auto it = ref.step_params[s].find(name);
+      if (it != ref.step_params[s].end() && !all_close(p, it->second, rtol, atol)) {
+        return fmt::format("step {}: parameters", s + 1);
+      }
+    }
+  }
+  return "";
 }
 
 Row compare(const std::string& name, const ResolvedVariant& variant, const Trace& t,
@@ -440,6 +502,7 @@ Row compare(const std::string& name, const ResolvedVariant& variant, const Trace
   }
   row.match = row.dense_grad.close && row.sparse_grad.close && row.params.close &&
               t.grads.size() == ref.grads.size() && t.stopped.empty();
+  row.first_difference = first_difference(t, ref, sparse, variant.rtol, variant.atol);
   if (row.contract) row.check = check_contract(*row.contract, t, row, steps);
   // "differ" and "contract" judge by the contract when there is one, "match" by the reference.
   const bool kept = row.contract ? row.check.holds : row.match;
@@ -648,79 +711,43 @@ nlohmann::ordered_json difference_json(const Difference& d) {
   return j;
 }
 
-/// The numbers a baseline keeps per variant: per-step gradient norms and losses, and
-/// checksums of the final parameters.
-nlohmann::ordered_json baseline_entry(const Trace& t) {
-  nlohmann::ordered_json j;
-  std::vector<double> norms;
+/// What a baseline keeps of one variant: its numbers, its promise and its verdict.
+BaselineRun baseline_run(const ResolvedVariant& v, const Row& row, const Trace& t) {
+  BaselineRun r;
+  r.expect = v.expect;
+  r.rtol = v.rtol;
+  r.atol = v.atol;
+  // "match" judges by the reference, whatever the strategy declares.
+  if (row.contract && v.expect != "match") {
+    r.contract.kind = to_string(row.contract->kind);
+    r.contract.rtol = row.contract->rtol;
+    r.contract.atol = row.contract->atol;
+    r.contract.until_step = row.contract->until_step;
+    r.contract.summary = row.contract->summary();
+  }
   for (const auto& step : t.grads) {
     double sum = 0;
     for (const auto& [name, g] : step) sum += g.pow(2).sum().item<double>();
-    norms.push_back(std::sqrt(sum));
+    r.grad_norms.push_back(std::sqrt(sum));
   }
-  double psum = 0, psq = 0;
+  r.losses = t.losses;
+  for (const auto& m : t.measures) {
+    r.abs_mean_norms.push_back(m.abs_mean_norm);
+    r.elements.push_back(m.elements);
+  }
+  double moved = 0;
   for (const auto& [name, p] : t.params) {
-    psum += p.sum().item<double>();
-    psq += p.pow(2).sum().item<double>();
+    r.param_sum += p.sum().item<double>();
+    r.param_sum_squares += p.pow(2).sum().item<double>();
+    auto it = t.initial.find(name);
+    if (it != t.initial.end()) moved += (p - it->second).pow(2).sum().item<double>();
   }
-  j["grad_norms"] = norms;
-  j["losses"] = t.losses;
-  j["param_sum"] = psum;
-  j["param_sum_squares"] = psq;
-  return j;
-}
-
-/// Problems of `run` against `baseline` (empty when within tolerance).
-std::vector<std::string> compare_baseline(const nlohmann::json& baseline,
-                                          const nlohmann::ordered_json& run,
-                                          const ResolvedExperiment& experiment,
-                                          const fs::path& file) {
-  std::vector<std::string> problems;
-  const auto& variants = baseline.at("variants");
-  for (const auto& v : experiment.variants) {
-    if (!variants.contains(v.name)) {
-      problems.push_back(
-          fmt::format("{}: no baseline for variant '{}' (save one with "
-                      "--save-baseline)",
-                      file.string(), v.name));
-      continue;
-    }
-    const auto& old = variants.at(v.name);
-    const auto& now = run.at(v.name);
-    // JSON keeps no infinity or NaN: a non-finite number is written as null.
-    auto check = [&](const std::string& what, const auto& now_value, const auto& old_value) {
-      const double a = now_value.is_null() ? NAN : now_value.template get<double>();
-      const double b = old_value.is_null() ? NAN : old_value.template get<double>();
-      if (!std::isfinite(a) || !std::isfinite(b)) {
-        if (std::isfinite(a) != std::isfinite(b)) {
-          problems.push_back(
-              fmt::format("variant '{}': {} is {}, baseline {}", v.name, what, a, b));
-        }
-        return;
-      }
-      if (!(std::abs(a - b) <= v.atol + v.rtol * std::abs(b))) {
-        problems.push_back(
-            fmt::format("variant '{}': {} is {:.9g}, baseline {:.9g} (rtol {}, "
-                        "atol {})",
-                        v.name, what, a, b, v.rtol, v.atol));
-      }
-    };
-    for (const char* key : {"grad_norms", "losses"}) {
-      const auto& a = now.at(key);
-      const auto& b = old.at(key);
-      if (a.size() != b.size()) {
-        problems.push_back(fmt::format("variant '{}': {} has {} steps, baseline {}", v.name, key,
-                                       a.size(), b.size()));
-        continue;
-      }
-      for (size_t i = 0; i < a.size(); ++i) {
-        check(fmt::format("{}[step {}]", key, i + 1), a[i], b[i]);
-      }
-    }
-    check("param_sum", now.at("param_sum"), old.at("param_sum"));
-    check("param_sum_squares", now.at("param_sum_squares"), old.at("param_sum_squares"));
-  }
-  return problems;
+  r.update_norm = std::sqrt(moved);
+  r.verdict.result = row.pass ? "PASS" : "FAIL";
+  r.verdict.broken = row.contract ? row.check.parts : std::vector<std::string>{};
+  if (!row.contract && !row.match) r.verdict.broken = {"reference"};
+  r.verdict.first_difference = row.first_difference;
+  return r;
 }
 
 /// What besides the averaging makes each variant differ from the reference (logged on rank 0).
@@ -796,9 +823,10 @@ void write_report(const ResolvedExperiment& experiment, const std::vector<Row>& 
             << "\n";
 }
 
-/// Whether the run's numbers match the baseline file's (printing each difference).
-bool check_baseline(const fs::path& file, const nlohmann::ordered_json& numbers,
-                    const ResolvedExperiment& experiment, int64_t steps) {
+/// Whether the run's numbers match the baseline file's (printing each difference, the largest
+/// use of a tolerance, and both machines when they differ).
+bool check_baseline(const fs::path& file, const std::vector<std::string>& order,
+                    const std::map<std::string, BaselineRun>& runs, int64_t steps) {
   std::ifstream in(file);
   BERTLAB_CHECK_AS(ConfigError, in.good(), "--baseline {}: cannot read", file.string());
   nlohmann::json baseline;
@@ -811,10 +839,35 @@ bool check_baseline(const fs::path& file, const nlohmann::ordered_json& numbers,
   BERTLAB_CHECK_AS(ConfigError, baseline.value("steps", int64_t{0}) == steps,
                    "--baseline {}: recorded with {} steps; run with --steps {}", file.string(),
                    baseline.value("steps", int64_t{0}), baseline.value("steps", int64_t{0}));
-  auto problems = compare_baseline(baseline, numbers, experiment, file);
-  for (const auto& p : problems) std::cout << "baseline: " << p << "\n";
-  if (problems.empty()) std::cout << "Baseline " << file.string() << ": every variant unchanged\n";
-  return problems.empty();
+  const BaselineCheck check = check_baseline_file(baseline, order, runs, file.string());
+  for (const auto& p : check.problems) std::cout << "baseline: " << p << "\n";
+  if (check.problems.empty()) {
+    std::cout << "Baseline " << file.string() << ": every variant unchanged";
+  } else {
+    std::cout << "Baseline " << file.string() << ": " << check.problems.size() << " difference"
+              << (check.problems.size() == 1 ? "" : "s");
+  }
+  if (!check.largest_at.empty()) {
+    std::cout << fmt::format("; largest use of a tolerance {:.3g} ({})", check.largest_use,
+                             check.largest_at);
+  }
+  std::cout << "\n";
+  for (const auto& [rule, largest] : check.largest_by_rule) {
+    std::cout << fmt::format("  {} tolerances: largest use {:.3g} ({})\n", rule, largest.first,
+                             largest.second);
+  }
+  if (!check.machine.empty()) {
+    std::cout << "Baseline machine: " << check.machine_there
+              << "\nThis machine:     " << check.machine_here
+              << "\nThey differ in: " << fmt::format("{}", fmt::join(check.machine, "; ")) << "\n";
+    if (!check.problems.empty()) {
+      std::cout << "A difference within rounding of another machine fits inside the "
+                   "tolerances (docs/strategy-contracts.md, \"Regression baselines\"); one "
+                   "outside them is the code's, or a machine whose float results differ by more "
+                   "than rounding.\n";
+    }
+  }
+  return check.problems.empty();
 }
 
 }  // namespace
@@ -824,9 +877,15 @@ int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& 
   // Before training: what besides averaging can make a variant differ from the reference.
   std::map<std::string, std::vector<std::string>> causes = log_causes(experiment);
   std::map<std::string, Trace> traces;
+  if (options.perturb_ulp_seed) {
+    log_info("gradcheck",
+             "every nonzero initial weight moved one ulp up or down (--perturb-ulp {}), as "
+             "another machine's rounding would",
+             *options.perturb_ulp_seed);
+  }
   for (const auto& v : experiment.variants) {
     log_info("train", "gradcheck: variant '{}', {} steps", v.name, options.steps);
-    traces[v.name] = record(experiment, v, options.steps);
+    traces[v.name] = record(experiment, v, options.steps, options.perturb_ulp_seed);
   }
   // Ranks other than 0 of a launched run only take part in the collectives.
   if (is_secondary_process()) return 0;
@@ -843,20 +902,22 @@ int run_gradcheck(const ResolvedExperiment& experiment, const GradcheckOptions& 
   }
   write_report(experiment, rows, options.steps, traces);
 
-  nlohmann::ordered_json numbers;
-  for (const auto& v : experiment.variants) numbers[v.name] = baseline_entry(traces.at(v.name));
+  std::vector<std::string> order;
+  std::map<std::string, BaselineRun> runs;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const ResolvedVariant& v = experiment.variants[i];
+    order.push_back(v.name);
+    runs[v.name] = baseline_run(v, rows[i], traces.at(v.name));
+  }
   if (options.save_baseline) {
-    nlohmann::ordered_json b;
-    b["experiment"] = experiment.name;
-    b["steps"] = options.steps;
-    b["variants"] = numbers;
+    const auto b = baseline_file(experiment.name, options.steps, order, runs);
     write_file_atomic(*options.save_baseline, b.dump(2) + "\n");
     std::cout << "Baseline written to " << options.save_baseline->string() << "\n";
   }
   bool ok = true;
   for (const auto& r : rows) ok = ok && r.pass;
   if (options.baseline) {
-    ok = check_baseline(*options.baseline, numbers, experiment, options.steps) && ok;
+    ok = check_baseline(*options.baseline, order, runs, options.steps) && ok;
   }
   return ok ? 0 : 1;
 }
@@ -868,6 +929,7 @@ struct GradcheckArgs {
   int64_t steps = 3;          ///< --steps
   std::string save_baseline;  ///< --save-baseline FILE
   std::string baseline;       ///< --baseline FILE
+  int64_t perturb_ulp = -1;   ///< --perturb-ulp SEED; < 0: off
 };
 
 /// gradcheck compares updates, which a seed does not change the nature of: with several seeds
@@ -892,6 +954,7 @@ int gradcheck(const GradcheckArgs& args, const PluginOptions& plugins) {
   options.steps = args.steps;
   if (!args.save_baseline.empty()) options.save_baseline = fs::path(args.save_baseline);
   if (!args.baseline.empty()) options.baseline = fs::path(args.baseline);
+  if (args.perturb_ulp >= 0) options.perturb_ulp_seed = static_cast<uint64_t>(args.perturb_ulp);
   return with_plugin_host([&](PluginHost& host) -> int {
     load_plugins(host, plugins);
     ResolvedExperiment experiment = load_experiment(host, args.experiment);
@@ -913,7 +976,11 @@ Command define_gradcheck_command(CommandLine& parent, PluginOptions& plugins) {
                  "folder for gradcheck.md, gradcheck.json and report.html");
   command.option("--save-baseline", args->save_baseline,
                  "write per-step gradient norms, losses and parameter checksums here");
-  command.option("--baseline", args->baseline, "fail when the numbers differ from this file");
+  command.option("--baseline", args->baseline,
+                 "fail when the numbers differ from this file beyond the tolerances it states");
+  command.option("--perturb-ulp", args->perturb_ulp,
+                 "move every nonzero initial weight one ulp up or down (directions drawn from "
+                 "this seed), as another machine's rounding would: a baseline must still hold");
   add_plugin_options(command, plugins);
   return {command, [args, &plugins] { return gradcheck(*args, plugins); }};
 }

@@ -16,6 +16,9 @@ struct GradcheckOptions {
   int64_t steps = 3;                                   ///< optimizer steps per variant
   std::optional<std::filesystem::path> save_baseline;  ///< write the run's numbers here
   std::optional<std::filesystem::path> baseline;       ///< compare the run's numbers with these
+  /// Set: every nonzero initial weight one ulp up or down (directions from this seed), to show
+  /// that a baseline holds where rounding differs (--perturb-ulp).
+  std::optional<uint64_t> perturb_ulp_seed;
 };
 
 /// Runs the check, prints the table, writes gradcheck.md and gradcheck.json in the output

@@ -57,11 +57,16 @@ void ContractProbe::before_reduce(const GradientSet& local, Communicator& comm) 
   comm.all_reduce_sum(abs_sums);
   const double n = comm.world_size();
   size_t i = 0;
+  double abs_squares = 0.0;
+  step_.elements = 0;
   for (const auto& [name, g] : local_) {
     exact_mean_[name] = sums[i] / n;
     abs_mean_[name] = abs_sums[i] / n;
+    abs_squares += abs_mean_[name].pow(2).sum().item<double>();
+    step_.elements += g.numel();
     ++i;
   }
+  step_.abs_mean_norm = std::sqrt(abs_squares);
 }
 
 void ContractProbe::after_reduce(const GradientSet& averaged, const Strategy& strategy,

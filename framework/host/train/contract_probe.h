@@ -24,6 +24,10 @@ struct ContractMeasures {
   /// holds the bound; infinite when an averaged element is not finite.
   double bound_ratio = 0.0;
   double max_from_exact = 0.0;  ///< kBounded: max |averaged − exact mean|
+  /// kBounded: ‖(1/N)Σ_i |g_i|‖₂ over every element, the bound's scale as one norm (a baseline's
+  /// tolerance of the gradient norm follows from it), and the number of elements.
+  double abs_mean_norm = 0.0;
+  int64_t elements = 0;
   /// error_feedback_conserves: max over ranks and parameters of
   /// ‖g + residual_before − sent − residual_after‖∞ / ‖g + residual_before‖∞.
   double error_feedback = 0.0;

@@ -37,6 +37,7 @@
 #include "train/stop_signal.h"
 #include "train/train_checkpoint.h"
 #include "train/train_loop.h"
+#include "train/ulp_perturbation.h"
 
 namespace bertlab {
 
@@ -347,6 +348,7 @@ VariantResult run_variant(const ResolvedExperiment& experiment, const ResolvedVa
   const auto models = make_models(variant, o, *task, process ? 1 : o.replicas, device);
   const std::optional<TrainCheckpoint> resume =
       load_initial_weights(variant, o, models, result.dir, files, hooks.max_steps == 0 && o.resume);
+  if (hooks.perturb_ulp_seed) perturb_by_one_ulp(models, *hooks.perturb_ulp_seed);
 
   TrainLoop loop;
   loop.variant = &variant;

@@ -36,6 +36,11 @@ struct RunHooks {
   /// Rank 0, every step: the model's parameters right after the step's update (live tensors:
   /// copy what is kept).
   std::function<void(int64_t step, const std::vector<NamedTensor>& parameters)> on_parameters;
+  /// Rank 0, once before the first step: the initial parameters (live tensors: copy them).
+  std::function<void(const std::vector<NamedTensor>& parameters)> on_initial_parameters;
+  /// Set: every nonzero initial weight moved one ulp (directions drawn from this seed), as
+  /// another machine's rounding would (gradcheck --perturb-ulp; train/ulp_perturbation.h).
+  std::optional<uint64_t> perturb_ulp_seed;
 };
 
 /// Trains and evaluates one variant; writes resolved.toml, metrics.jsonl, eval_results.json.

@@ -265,6 +265,9 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
   };
   TrainOutcome outcome;
   outcome.steps = first_step;
+  if (rank == 0 && loop.hooks->on_initial_parameters) {
+    loop.hooks->on_initial_parameters(ctx.parameters);
+  }
   model.train();
   for (int64_t step = first_step; step < loop.stop_after; ++step) {
     const auto t_data = Clock::now();
