@@ -690,8 +690,9 @@ TEST(EndToEndGradcheck, AnEmulationExpectedToMatchFails) {
 }
 
 // Regressions against the committed baseline, on weights moved by one ulp (so the failures are
-// the regressions', not rounding's): a changed divide and dropped rows in exact rows, a changed
-// algorithm where the contract bounds nothing, and an emulated bug that no longer shows.
+// the regressions', not rounding's): a changed divide, dropped rows and a dropped bucket (a test
+// plugin) in exact rows, a changed algorithm where the contract bounds nothing, and an emulated
+// bug that no longer shows.
 TEST(EndToEndGradcheck, ACommittedBaselineFailsRegressions) {
   const fs::path experiments = fs::path(BERTLAB_SOURCE_DIR) / "experiments";
   std::string text = read_file(experiments / "strategy-contracts.toml");
@@ -702,7 +703,9 @@ TEST(EndToEndGradcheck, ACommittedBaselineFailsRegressions) {
        "name = \"sparse-allgather-4\"\nstrategy = { plugin = \"sparse_allgather\", replicas = 4, "
        "emulate = \"first_replica_indices\" }"},
       {"replicas = 2, rank = 1, start_step = 1 }", "replicas = 2, rank = 2, start_step = 1 }"},
-      {"start_step = 1, emulate = \"residual_from_average\" }", "start_step = 1 }"}};
+      {"start_step = 1, emulate = \"residual_from_average\" }", "start_step = 1 }"},
+      {"name = \"mirrored-2\"\nstrategy = { plugin = \"mirrored\", replicas = 2 }",
+       "name = \"mirrored-2\"\nstrategy = { plugin = \"test_dropped_bucket\", replicas = 2 }"}};
   for (const auto& [from, to] : changes) {
     const size_t at = text.find(from);
     ASSERT_NE(at, std::string::npos) << from;
@@ -716,9 +719,10 @@ TEST(EndToEndGradcheck, ACommittedBaselineFailsRegressions) {
       "gradcheck",     copy.string(),
       "--output-dir",  dir.path().string(),
       "--perturb-ulp", "1",
-      "--baseline",    (experiments / "strategy-contracts.baseline.json").string()};
-  for (const char* v : {"single", "mirrored-bf16-2", "sparse-allgather-2", "sparse-allgather-4",
-                        "powersgd-2", "powersgd-residual-from-average-2"}) {
+      "--baseline",    (experiments / "strategy-contracts.baseline.json").string(),
+      "--plugin-dir",  (fs::path(BERTLAB_TEST_PLUGIN_DIR) / "dropped_bucket").string()};
+  for (const char* v : {"single", "mirrored-2", "mirrored-bf16-2", "sparse-allgather-2",
+                        "sparse-allgather-4", "powersgd-2", "powersgd-residual-from-average-2"}) {
     args.insert(args.end(), {"--variant", v});
   }
   auto r = run_bertlab(args);
@@ -729,6 +733,9 @@ TEST(EndToEndGradcheck, ACommittedBaselineFailsRegressions) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("baseline: variant 'sparse-allgather-4': "), std::string::npos) << r.out;
+  // A bucket never all-reduced: one parameter's gradient is rank 0's own.
+  EXPECT_NE(r.out.find("baseline: variant 'mirrored-2': grad_norms[step 1]"), std::string::npos)
+      << r.out;
   // PowerSGD's step 1 is exact whatever the rank; from step 2 the approximation differs.
   EXPECT_EQ(r.out.find("baseline: variant 'powersgd-2': grad_norms[step 1]"), std::string::npos)
       << r.out;
