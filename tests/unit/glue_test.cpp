@@ -22,6 +22,7 @@
 #include "options.h"
 #include "processors.h"
 #include "test_util.h"
+#include "trec.h"
 
 namespace bertlab::classifier {
 namespace {
@@ -737,6 +738,124 @@ TEST(GlueEndToEnd, BadDataLineExitsOneNamingIt) {
   const auto result = run_bertlab({"run", path.string(), "--output-dir", dir.path().string()});
   EXPECT_EQ(result.exit_code, 1) << result.err;
   expect_contains(result.err, {"train.jsonl:2:", "not valid JSON"});
+}
+
+}  // namespace
+}  // namespace bertlab::classifier
+
+namespace bertlab::classifier {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// TREC question classification, from the bundled CogComp files
+
+fs::path trec_dir() { return fs::path(BERTLAB_SOURCE_DIR) / "experiments" / "data" / "TREC"; }
+
+TEST(Trec, ReadsTheBundledFilesWithHuggingFacesLabels) {
+  const auto coarse = make_processor("trec");
+  const auto train = coarse->train_examples(trec_dir());
+  const auto test = coarse->dev_examples(trec_dir());
+  ASSERT_EQ(train.size(), 5452u);
+  ASSERT_EQ(test.size(), 500u);
+  EXPECT_EQ(coarse->labels(),
+            (std::vector<std::string>{"ABBR", "ENTY", "DESC", "HUM", "LOC", "NUM"}));
+  EXPECT_EQ(coarse->metric_set(), MetricSet::kAccuracy);
+  EXPECT_EQ(train[0].guid, "train-0");
+  EXPECT_EQ(train[0].label, "DESC");
+  EXPECT_EQ(train[0].text_a, "How did serfdom develop in and then leave Russia ?");
+  EXPECT_EQ(test[0].label, "NUM");
+  EXPECT_EQ(test[0].text_a, "How far is it from Denver to Aspen ?");
+  // The majority class of the test set, DESC, is 138 of 500 (0.276).
+  int64_t desc = 0;
+  for (const auto& e : test) desc += e.label == "DESC" ? 1 : 0;
+  EXPECT_EQ(desc, 138);
+  // Line 66's raw 0xF0 byte is dropped, as Google's convert_to_unicode drops it.
+  EXPECT_NE(train[65].text_a.find("a sistercity with Los Angeles ?"), std::string::npos)
+      << train[65].text_a;
+
+  const ClassifierOptions options =
+      ClassifierOptions::from_config(task_view({{"task_name", std::string("trec")},
+                                                {"data_dir", trec_dir().string()},
+                                                {"trec_labels", std::string("fine")}}));
+  const auto fine = make_processor(options);
+  ASSERT_EQ(fine->labels().size(), 50u);
+  EXPECT_EQ(fine->labels().front(), "ABBR:abb");
+  EXPECT_EQ(fine->labels().back(), "NUM:weight");
+  const auto fine_train = fine->train_examples(trec_dir());
+  EXPECT_EQ(fine_train[0].label, "DESC:manner");
+  EXPECT_EQ(fine_train[0].text_a, train[0].text_a);
+}
+
+// The real executable on the bundled files: the fine labels, an accuracy over the test
+// questions, and line 66's byte reported once, naming the file and the line.
+TEST(Trec, RunsEndToEndWithTheFineLabels) {
+  TempDir dir;
+  const auto path = write_experiment(
+      dir, "trec",
+      fmt::format("task_name = \"trec\"\ndata_dir = \"{}\"\ntrec_labels = \"fine\"\n"
+                  "max_eval_examples = 100",
+                  trec_dir().string()));
+  const auto result = run_bertlab({"run", path.string(), "--output-dir", (dir / "runs").string()});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const std::string warning = "train_5500.label:66: not valid UTF-8";
+  const size_t first = result.err.find(warning);
+  EXPECT_NE(first, std::string::npos) << result.err;
+  EXPECT_EQ(result.err.find(warning, first + 1), std::string::npos) << result.err;
+  expect_contains(result.err, {"trec: max_seq_length 32, 50 labels"});
+  const auto results =
+      nlohmann::json::parse(read_file(dir / "runs" / "trec" / "only" / "eval_results.json"));
+  ASSERT_TRUE(results.contains("eval_accuracy")) << results.dump();
+  const double correct = results["eval_accuracy"].get<double>() * 100.0;
+  EXPECT_NEAR(correct, std::round(correct), 1e-9);
+}
+
+// GLUE SST-2 as bundled (experiments/data/SST-2): every phrase and sentence, header skipped.
+TEST(GlueProcessors, Sst2ReadsTheBundledFiles) {
+  const fs::path dir = fs::path(BERTLAB_SOURCE_DIR) / "experiments" / "data" / "SST-2";
+  const auto p = make_processor("sst2");
+  EXPECT_EQ(p->train_examples(dir).size(), 67349u);
+  const auto dev = p->dev_examples(dir);
+  ASSERT_EQ(dev.size(), 872u);
+  int64_t positive = 0;
+  for (const auto& e : dev) positive += e.label == "1" ? 1 : 0;
+  EXPECT_EQ(positive, 444);
+}
+
+TEST(Trec, InvalidUtf8IsDroppedByteByByteAsPythonIgnores) {
+  size_t dropped = 0;
+  EXPECT_EQ(drop_invalid_utf8("sister\xF0"
+                              "city",
+                              dropped),
+            "sistercity");
+  EXPECT_EQ(dropped, 1u);
+  // A truncated three-byte sequence: Python drops both bytes as one maximal subpart.
+  EXPECT_EQ(drop_invalid_utf8("a\xE2\x82"
+                              "b",
+                              dropped),
+            "ab");
+  EXPECT_EQ(dropped, 2u);
+  EXPECT_EQ(drop_invalid_utf8("caf\xC3\xA9 \xE2\x82\xAC", dropped), "caf\xC3\xA9 \xE2\x82\xAC");
+  EXPECT_EQ(dropped, 0u);
+}
+
+TEST(Trec, ErrorsNameTheFileTheLineAndTheKey) {
+  TempDir dir;
+  write_file(dir / "train_5500.label", "DESC:manner How ?\nno label here\n");
+  write_file(dir / "TREC_10.label", "XYZ:abc What ?\n");
+  const auto p = make_processor("trec");
+  expect_contains(error_of<DataError>([&] { p->train_examples(dir.path()); }),
+                  {"train_5500.label:2", "COARSE:fine question"});
+  expect_contains(error_of<DataError>([&] { p->dev_examples(dir.path()); }),
+                  {"TREC_10.label:1", "\"XYZ\"", "6 coarse labels"});
+  expect_contains(error_of<DataError>([&] { p->train_examples(dir / "missing"); }),
+                  {"missing/train_5500.label", "cannot read"});
+  expect_contains(
+      error_of<ConfigError>([&] {
+        ClassifierOptions::from_config(task_view({{"task_name", std::string("mrpc")},
+                                                  {"data_dir", std::string("/data")},
+                                                  {"trec_labels", std::string("fine")}}));
+      }),
+      {"task.trec_labels", "only used with task_name = \"trec\"", "mrpc"});
 }
 
 }  // namespace

@@ -98,7 +98,8 @@ std::vector<OptionDecl> classifier_option_decls() {
       "task_name", "",
       "GLUE task by Hugging Face's name: cola, sst2 (alias sst-2), mrpc, stsb (alias sts-b), "
       "qqp, mnli (dev_matched and dev_mismatched), qnli, rte, wnli; Google's xnli (Chinese); "
-      "or a generic format, tsv or jsonl, read as the generic-format keys say");
+      "trec (TREC question classification, Hugging Face's labels); or a generic format, tsv "
+      "or jsonl, read as the generic-format keys say");
   task_name.default_value.reset();  // required: no default
   task_name.one_of(supported_task_names()).mark_required();
 
@@ -107,8 +108,8 @@ std::vector<OptionDecl> classifier_option_decls() {
       dir_option("data_dir",
                  "folder with the task's files: train.tsv and dev.tsv (most GLUE tasks), "
                  "train.tsv, dev_matched.tsv and dev_mismatched.tsv (mnli), "
-                 "multinli/multinli.train.zh.tsv and xnli.dev.tsv (xnli), train_file and "
-                 "dev_file (tsv, jsonl)")
+                 "multinli/multinli.train.zh.tsv and xnli.dev.tsv (xnli), train_5500.label and "
+                 "TREC_10.label (trec), train_file and dev_file (tsv, jsonl)")
           .mark_required(),
       int_option("max_seq_length", 128,
                  "tokens per example after WordPiece, counting [CLS] and [SEP]; longer pairs are "
@@ -123,6 +124,9 @@ std::vector<OptionDecl> classifier_option_decls() {
                  "evaluate only the first N examples of each evaluation set in file order; "
                  "0 = all")
           .at_least(0),
+      string_option("trec_labels", "coarse",
+                    "trec: the 6 coarse classes (coarse_label) or the 50 fine ones (fine_label)")
+          .one_of({"coarse", "fine"}),
       string_option("eval_split", "dev",
                     "what evaluate() scores: \"dev\" = the task's dev set(s), \"train\" = the "
                     "training examples in use (e.g. to check that a model can overfit them)")
@@ -156,6 +160,11 @@ ClassifierOptions ClassifierOptions::from_config(const ConfigView& view) {
   options.max_train_examples = view.get_int("max_train_examples");
   options.max_eval_examples = view.get_int("max_eval_examples");
   options.eval_split = view.get_string("eval_split");
+  options.trec_fine = view.get_string("trec_labels") == "fine";
+  BERTLAB_CHECK_AS(ConfigError, options.task_name == "trec" || !view.has("trec_labels"),
+                   "task.trec_labels: only used with task_name = \"trec\", but task_name is "
+                   "\"{}\"; remove the key",
+                   options.task_name);
 
   const bool generic = is_generic_format(options.task_name);
   if (!generic) {

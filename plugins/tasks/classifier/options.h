@@ -30,6 +30,7 @@ struct ClassifierOptions {
   int64_t max_train_examples = 0;  ///< first N training examples in file order; 0 = all
   int64_t max_eval_examples = 0;   ///< first N examples of each evaluation set; 0 = all
   std::string eval_split = "dev";  ///< "dev": the dev set(s); "train": the training examples
+  bool trec_fine = false;          ///< trec: the 50 fine labels instead of the 6 coarse ones
   GenericFormatOptions generic;    ///< used when task_name is "tsv" or "jsonl"
 
   /// Reads every option once from a validated view and checks the rules between keys (the

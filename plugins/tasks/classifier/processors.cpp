@@ -11,6 +11,7 @@
 #include <cstdlib>
 
 #include "generic_processor.h"
+#include "trec.h"
 #include "tsv_reader.h"
 
 namespace bertlab::classifier {
@@ -268,8 +269,8 @@ std::vector<EvalSet> DataProcessor::eval_sets(const fs::path& data_dir) const {
 }
 
 std::vector<std::string> supported_task_names() {
-  return {"cola", "sst2", "sst-2", "mrpc", "stsb", "sts-b", "qqp",
-          "mnli", "qnli", "rte",   "wnli", "xnli", "tsv",   "jsonl"};
+  return {"cola", "sst2", "sst-2", "mrpc", "stsb", "sts-b", "qqp",  "mnli",
+          "qnli", "rte",  "wnli",  "xnli", "trec", "tsv",   "jsonl"};
 }
 
 std::string canonical_task_name(const std::string& task_name) {
@@ -299,6 +300,7 @@ std::unique_ptr<DataProcessor> make_processor(const std::string& task_name) {
         pair_layout("wnli", "index, sentence1, sentence2, label", kBinaryLabels));
   }
   if (name == "xnli") return std::make_unique<XnliProcessor>();
+  if (name == "trec") return make_trec_processor(/*fine=*/false);
   BERTLAB_CHECK_AS(ConfigError, !is_generic_format(name),
                    "task_name: \"{}\" reads the files and columns of the generic-format keys; "
                    "make its processor from the task options",
@@ -311,6 +313,7 @@ std::unique_ptr<DataProcessor> make_processor(const ClassifierOptions& options) 
   if (is_generic_format(options.task_name)) {
     return std::make_unique<GenericProcessor>(options.task_name, options.generic);
   }
+  if (options.task_name == "trec") return make_trec_processor(options.trec_fine);
   return make_processor(options.task_name);
 }
 
