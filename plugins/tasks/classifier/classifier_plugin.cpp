@@ -14,7 +14,7 @@ void register_components(bertlab::Registry& registry) {
       bertlab::ComponentSpec{
           "classifier",
           "sentence(-pair) classification and regression as run_classifier.py: the nine GLUE "
-          "tasks, XNLI, and generic tsv/jsonl files",
+          "tasks, XNLI, TREC question classification, and generic tsv/jsonl files",
           bertlab::classifier::classifier_option_decls()},
       [](const bertlab::ConfigView& view) -> std::unique_ptr<bertlab::Task> {
         return std::make_unique<bertlab::classifier::ClassifierTask>(
