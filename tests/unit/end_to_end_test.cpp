@@ -753,13 +753,24 @@ TEST(EndToEndGradcheck, ACommittedBaselineFailsRegressions) {
   EXPECT_EQ(r.out.find("baseline: variant 'mirrored-bf16-2'"), std::string::npos) << r.out;
 }
 
+/// `bertlab gradcheck` of gradient-averaging.toml's `single` and `variant`, its files in `dir`,
+/// then `more` (--save-baseline FILE, --baseline FILE, --set ...).
+testing::CommandResult gradcheck_against_single(const TempDir& dir, const std::string& variant,
+                                                const std::vector<std::string>& more) {
+  std::vector<std::string> args = {"gradcheck",    gradient_averaging_experiment().string(),
+                                   "--variant",    "single",
+                                   "--variant",    variant,
+                                   "--output-dir", dir.path().string()};
+  args.insert(args.end(), more.begin(), more.end());
+  return run_bertlab(args);
+}
+
 // The file says where it was made; a comparison on a machine unlike it says so, and how.
 TEST(EndToEndGradcheck, ABaselineRecordsItsMachine) {
   TempDir dir;
   const fs::path baseline = dir / "baseline.json";
-  auto save = run_bertlab({"gradcheck", gradient_averaging_experiment().string(), "--variant",
-                           "single", "--variant", "no-divide-2", "--steps", "1", "--output-dir",
-                           dir.path().string(), "--save-baseline", baseline.string()});
+  auto save = gradcheck_against_single(dir, "no-divide-2",
+                                       {"--steps", "1", "--save-baseline", baseline.string()});
   ASSERT_EQ(save.exit_code, 0) << save.out << save.err;
   auto json = nlohmann::json::parse(read_file(baseline));
   EXPECT_EQ(json["format"], 2);
@@ -779,9 +790,8 @@ TEST(EndToEndGradcheck, ABaselineRecordsItsMachine) {
   json["machine"]["cpu"] = "Another CPU";
   json["machine"]["blas_core"] = "Haswell";
   testing::write_file(baseline, json.dump(2));
-  auto check = run_bertlab({"gradcheck", gradient_averaging_experiment().string(), "--variant",
-                            "single", "--variant", "no-divide-2", "--steps", "1", "--output-dir",
-                            dir.path().string(), "--baseline", baseline.string()});
+  auto check = gradcheck_against_single(dir, "no-divide-2",
+                                        {"--steps", "1", "--baseline", baseline.string()});
   EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
   EXPECT_NE(check.out.find("Baseline machine: Another CPU"), std::string::npos) << check.out;
   EXPECT_NE(check.out.find("blas_core: \""), std::string::npos) << check.out;
@@ -791,15 +801,13 @@ TEST(EndToEndGradcheck, ABaselineRecordsItsMachine) {
 TEST(EndToEndGradcheck, ABaselineCatchesAChangedStrategy) {
   TempDir dir;
   const fs::path baseline = dir / "baseline.json";
-  auto save = run_bertlab({"gradcheck", gradient_averaging_experiment().string(), "--variant",
-                           "single", "--variant", "sparse-allgather-2", "--output-dir",
-                           dir.path().string(), "--save-baseline", baseline.string()});
+  auto save =
+      gradcheck_against_single(dir, "sparse-allgather-2", {"--save-baseline", baseline.string()});
   ASSERT_EQ(save.exit_code, 0) << save.out << save.err;
   // The same variants with another clipping threshold: the numbers move, the baseline fails.
-  auto changed =
-      run_bertlab({"gradcheck", gradient_averaging_experiment().string(), "--variant", "single",
-                   "--variant", "sparse-allgather-2", "--output-dir", dir.path().string(), "--set",
-                   "optimizer.clip_norm=0.05", "--baseline", baseline.string()});
+  auto changed = gradcheck_against_single(
+      dir, "sparse-allgather-2",
+      {"--set", "optimizer.clip_norm=0.05", "--baseline", baseline.string()});
   EXPECT_EQ(changed.exit_code, 1) << changed.out << changed.err;
   EXPECT_NE(changed.out.find("baseline: variant 'sparse-allgather-2': "), std::string::npos)
       << changed.out;
