@@ -809,6 +809,55 @@ TEST(Trec, RunsEndToEndWithTheFineLabels) {
   EXPECT_NEAR(correct, std::round(correct), 1e-9);
 }
 
+// The floor beside every comparison: the most frequent *training* label (TREC: ENTY, 1,250 of
+// 5,452) answered for every test question, scored as evaluate() scores; MRPC's adds F1.
+TEST(Trec, TheFloorIsTheMajorityTrainingLabelScoredOnTheTestSet) {
+  ClassifierOptions options;
+  options.task_name = "trec";
+  options.data_dir = trec_dir();
+  options.max_seq_length = 32;
+  ClassifierTask task(options);
+  TaskContext ctx;
+  ctx.tokenizer = &uncased_tokenizer();
+  task.prepare(ctx);
+  std::map<std::string, int64_t> train_counts;
+  for (const auto& e : make_processor("trec")->train_examples(trec_dir())) ++train_counts[e.label];
+  EXPECT_EQ(train_counts["ENTY"], 1250);
+  for (const auto& [label, n] : train_counts) EXPECT_LE(n, train_counts["ENTY"]) << label;
+  int64_t enty = 0;
+  for (const auto& e : make_processor("trec")->dev_examples(trec_dir())) {
+    enty += e.label == "ENTY" ? 1 : 0;
+  }
+  const FloorMetrics floor = task.floor_metrics();
+  EXPECT_EQ(floor.name, "majority class (ENTY)");
+  ASSERT_EQ(floor.metrics.size(), 1u);
+  EXPECT_EQ(floor.metrics[0].first, "eval_accuracy");
+  EXPECT_DOUBLE_EQ(floor.metrics[0].second, static_cast<double>(enty) / 500.0);
+
+  const BertConfig config = tiny_config();
+  const ClassifierTask mrpc = prepared_task("mrpc", "glue/MRPC", config);
+  int64_t positive_train = 0;
+  for (const auto& f : mrpc.train_features()) positive_train += f.label_id;
+  const auto negative_train = static_cast<int64_t>(mrpc.train_features().size()) - positive_train;
+  const int64_t majority = positive_train > negative_train ? 1 : 0;  // a tie: the lowest id
+  int64_t correct = 0, positive_eval = 0;
+  for (const auto& f : mrpc.eval_features()) {
+    correct += f.label_id == majority ? 1 : 0;
+    positive_eval += f.label_id;
+  }
+  const auto n = static_cast<double>(mrpc.eval_features().size());
+  const FloorMetrics mrpc_floor = mrpc.floor_metrics();
+  EXPECT_EQ(mrpc_floor.name, "majority class (" + mrpc.labels()[majority] + ")");
+  ASSERT_EQ(mrpc_floor.metrics.size(), 3u);
+  EXPECT_DOUBLE_EQ(mrpc_floor.metrics[0].second, static_cast<double>(correct) / n);
+  // F1 of always "1": 2·P/(2·P + N − P), where P of the N evaluation pairs are paraphrases.
+  const double f1 = majority == 1 ? 2.0 * positive_eval / (positive_eval + n) : 0.0;
+  EXPECT_EQ(mrpc_floor.metrics[1].first, "eval_f1");
+  EXPECT_DOUBLE_EQ(mrpc_floor.metrics[1].second, f1);
+  // Regression has no floor.
+  EXPECT_TRUE(prepared_task("stsb", "glue/STS-B", config).floor_metrics().name.empty());
+}
+
 // GLUE SST-2 as bundled (experiments/data/SST-2): every phrase and sentence, header skipped.
 TEST(GlueProcessors, Sst2ReadsTheBundledFiles) {
   const fs::path dir = fs::path(BERTLAB_SOURCE_DIR) / "experiments" / "data" / "SST-2";

@@ -84,8 +84,19 @@ TEST_F(Report, RunWritesASelfContainedReportWithEveryPlot) {
   EXPECT_NE(html.find(fmt::format("<td>eval_accuracy</td><td class=\"num\">{:.4f}</td>",
                                   dense_eval["eval_accuracy"].get<double>())),
             std::string::npos);
+  // The task's floor beside the variants, as the runs wrote it (floor.json): in the table, the
+  // CSV and the page.
+  const auto floor = nlohmann::json::parse(read_file(out("dense/floor.json")));
+  const std::string floor_row = "floor: " + floor["name"].get<std::string>();
+  EXPECT_EQ(floor_row.rfind("floor: majority class (", 0), 0u) << floor_row;
+  EXPECT_NE(
+      csv.find(fmt::format("\n{},,,{:.4f},", floor_row, floor["eval_accuracy"].get<double>())),
+      std::string::npos)
+      << csv;
+  EXPECT_NE(html.find("<td>" + floor_row + "</td>"), std::string::npos);
   // Every plot as a file, linked from comparison.md, and inline in the page.
   const std::string md = read_file(out("comparison.md"));
+  EXPECT_NE(md.find("| " + floor_row + " |"), std::string::npos) << md;
   for (const char* name : kPlots) {
     const fs::path svg = out(std::string("plots/") + name + ".svg");
     ASSERT_TRUE(fs::is_regular_file(svg)) << svg;

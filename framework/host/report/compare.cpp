@@ -27,6 +27,7 @@ VariantResult result_from_outputs(const VariantOutputs& o, const std::string& la
   r.steps = o.summary.steps;
   r.final_loss = o.summary.final_loss;
   r.eval_metrics = o.eval;
+  r.floor = o.floor;
   r.examples_per_second = o.summary.examples_per_second;
   r.wall_time_s = o.summary.wall_time_s;
   // The weights serve the parameter difference from the reference, which the comparison of

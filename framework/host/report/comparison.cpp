@@ -33,6 +33,30 @@ std::string format_number(double v) {
   return fmt::format("{:.4f}", v);
 }
 
+/// The tasks' floors among the results, each once, in first-seen order (one for a study whose
+/// variants share their evaluation set).
+std::vector<const FloorMetrics*> distinct_floors(const std::vector<VariantResult>& results) {
+  std::vector<const FloorMetrics*> floors;
+  for (const auto& r : results) {
+    if (r.floor.name.empty()) continue;
+    const bool seen = std::any_of(floors.begin(), floors.end(), [&](const FloorMetrics* f) {
+      return f->name == r.floor.name && f->metrics == r.floor.metrics;
+    });
+    if (!seen) floors.push_back(&r.floor);
+  }
+  return floors;
+}
+
+/// A floor's row label: "floor: majority class (DESC)".
+std::string floor_label(const FloorMetrics& floor) { return "floor: " + floor.name; }
+
+std::optional<double> floor_value(const FloorMetrics& floor, const std::string& metric) {
+  for (const auto& [name, value] : floor.metrics) {
+    if (name == metric) return value;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 bool has_seeds(const std::vector<VariantResult>& results) {
@@ -145,6 +169,14 @@ ComparisonTable seed_summary_table(const ResolvedExperiment& experiment,
     for (const auto& m : metrics) row.push_back(mean_cell(summarize(metric_values(group, m))));
     t.rows.push_back(std::move(row));
   }
+  for (const FloorMetrics* floor : distinct_floors(results)) {
+    std::vector<std::string> row = {floor_label(*floor), ""};
+    for (const auto& m : metrics) {
+      const std::optional<double> v = floor_value(*floor, m);
+      row.push_back(v ? format_stat(*v) : "");
+    }
+    t.rows.push_back(std::move(row));
+  }
   return t;
 }
 
@@ -208,6 +240,15 @@ ComparisonTable seed_csv_table(const ResolvedExperiment& experiment,
     }
     t.rows.push_back(std::move(row));
   }
+  for (const FloorMetrics* floor : distinct_floors(results)) {
+    std::vector<std::string> row = {floor_label(*floor), ""};
+    for (const auto& m : metrics) {
+      const std::optional<double> v = floor_value(*floor, m);
+      row.push_back(v ? format_stat(*v, "{:.6g}") : "");  // as the mean; no spread
+      row.insert(row.end(), 10, "");
+    }
+    t.rows.push_back(std::move(row));
+  }
   return t;
 }
 
@@ -253,6 +294,15 @@ ComparisonTable comparison_table(const ResolvedExperiment& experiment,
     }
     t.rows.push_back(std::move(row));
   }
+  for (const FloorMetrics* floor : distinct_floors(results)) {
+    std::vector<std::string> row = {floor_label(*floor), "", ""};
+    for (const auto& m : metric_names) {
+      const std::optional<double> v = floor_value(*floor, m);
+      row.push_back(v ? format_number(*v) : "");
+    }
+    row.insert(row.end(), 3, "");
+    t.rows.push_back(std::move(row));
+  }
   return t;
 }
 
@@ -284,6 +334,11 @@ std::string comparison_markdown(const ResolvedExperiment& experiment,
   std::string out =
       fmt::format("# {}: comparison\n\nReference variant: `{}`. Experiment file: `{}`.\n\n",
                   experiment.name, experiment.reference, experiment.file.string());
+  if (!distinct_floors(results).empty()) {
+    out +=
+        "A `floor:` row is what a model that learned nothing scores on the same evaluation set "
+        "(a majority class: the most frequent training label answered for every example).\n\n";
+  }
   if (!has_seeds(results)) return out + markdown_table(comparison_table(experiment, results));
   out += fmt::format(
       "Every variant ran once per seed ({}). Mean over the seeds ± the half-width of its 95% "

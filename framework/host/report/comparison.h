@@ -23,13 +23,15 @@ struct VariantResult {
   int64_t steps = 0;                 ///< optimizer steps taken
   double final_loss = 0.0;           ///< mean training loss over the last logging window
   Metrics eval_metrics;              ///< empty when do_eval is false
+  FloorMetrics floor;                ///< the task's floor (Task::floor_metrics), if any
   double examples_per_second = 0.0;  ///< training throughput over the whole run
   double wall_time_s = 0.0;          ///< data preparation, training and evaluation
   std::map<std::string, at::Tensor> final_parameters;  ///< CPU copies, for the comparison
 };
 
 /// The comparison: one row per variant (name, steps, final loss, eval metrics, throughput,
-/// wall time, largest parameter difference from the reference).
+/// wall time, largest parameter difference from the reference), then a row per task floor
+/// ("floor: majority class (DESC)", its eval metrics only).
 struct ComparisonTable {
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
@@ -42,7 +44,7 @@ ComparisonTable comparison_table(const ResolvedExperiment& experiment,
 bool has_seeds(const std::vector<VariantResult>& results);
 
 /// With several seeds: per variant the number of seeds and, per metric (final_loss, the eval
-/// metrics, examples_per_second), mean ± 95% CI half-width (Student's t).
+/// metrics, examples_per_second), mean ± 95% CI half-width (Student's t); then the floor rows.
 ComparisonTable seed_summary_table(const ResolvedExperiment& experiment,
                                    const std::vector<VariantResult>& results);
 /// With several seeds: every variant but the reference against it, paired by seed, a row per

@@ -97,6 +97,18 @@ Metrics parse_eval_results(std::string_view text, const std::string& file) {
   return out;
 }
 
+std::string floor_json(const FloorMetrics& floor) {
+  nlohmann::ordered_json j;
+  j["name"] = floor.name;
+  for (const auto& [name, value] : floor.metrics) j[name] = value;
+  return j.dump(2) + "\n";
+}
+
+FloorMetrics parse_floor(std::string_view text, const std::string& file) {
+  FloorMetrics floor{string_or(parse_object(text, file), "name"), parse_eval_results(text, file)};
+  return floor;
+}
+
 std::string config_hash(const std::string& resolved_toml) {
   uint64_t hash = 14695981039346656037ULL;  // FNV-1a 64's offset basis
   std::istringstream lines(resolved_toml);
@@ -161,6 +173,9 @@ VariantOutputs read_variant_outputs(const fs::path& dir) {
   if (fs::is_regular_file(dir / "eval_results.json", ec)) {
     v.eval = parse_eval_results(read_text(dir / "eval_results.json"),
                                 (dir / "eval_results.json").string());
+  }
+  if (fs::is_regular_file(dir / "floor.json", ec)) {
+    v.floor = parse_floor(read_text(dir / "floor.json"), (dir / "floor.json").string());
   }
   if (fs::is_regular_file(dir / "run_summary.json", ec)) {
     v.summary =

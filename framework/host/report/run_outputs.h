@@ -1,6 +1,7 @@
 #pragma once
 // Reading what a finished run left in runs/<experiment>/<variant>/: metrics.jsonl,
-// eval_results.json and run_summary.json, for the report, `bertlab compare` and TensorBoard.
+// eval_results.json, floor.json and run_summary.json, for the report, `bertlab compare` and
+// TensorBoard.
 
 #include <bertlab/task.h>
 
@@ -28,6 +29,12 @@ std::vector<MetricsLine> parse_metrics_jsonl(std::string_view text, const std::s
 /// Parses eval_results.json text: every numeric member but global_step, in file order. Throws
 /// DataError naming `file` when it is not a JSON object.
 Metrics parse_eval_results(std::string_view text, const std::string& file);
+
+/// floor.json: a task's FloorMetrics, {"name": ..., then each metric}.
+std::string floor_json(const FloorMetrics& floor);
+/// Parses floor.json text (every numeric member a metric, in file order); throws DataError
+/// naming `file`.
+FloorMetrics parse_floor(std::string_view text, const std::string& file);
 
 /// run_summary.json: what the runner knew at the end of a variant.
 struct RunSummary {
@@ -61,7 +68,8 @@ struct VariantOutputs {
   RunSummary summary;  ///< from run_summary.json, else derived from metrics.jsonl
   bool has_summary = false;
   std::vector<MetricsLine> metrics;
-  Metrics eval;  ///< empty without eval_results.json
+  Metrics eval;        ///< empty without eval_results.json
+  FloorMetrics floor;  ///< empty without floor.json
 };
 
 /// True when `dir` holds a variant's metrics.jsonl.

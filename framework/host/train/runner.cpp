@@ -271,7 +271,8 @@ TrainOutcome train_variant(const ResolvedExperiment& experiment, const TrainLoop
   return train_replicas(loop, models);
 }
 
-/// Evaluation (eval_results.json), the final weights (model.safetensors) and the summary.
+/// Evaluation (eval_results.json, the task's floor.json), the final weights (model.safetensors) and
+/// the summary.
 void finish_variant(const ResolvedVariant& variant, const RunOptions& o, Task& task,
                     torch::nn::Module& model, c10::Device device, bool files,
                     VariantResult& result) {
@@ -282,6 +283,10 @@ void finish_variant(const ResolvedVariant& variant, const RunOptions& o, Task& t
     result.eval_metrics = task.evaluate(model, eval_ctx);
     write_file_atomic(result.dir / "eval_results.json",
                       metrics_json(result.eval_metrics, result.steps));
+    result.floor = task.floor_metrics();
+    if (!result.floor.name.empty()) {
+      write_file_atomic(result.dir / "floor.json", floor_json(result.floor));
+    }
     std::string summary;
     for (const auto& [name, value] : result.eval_metrics) {
       summary += fmt::format(" {} {:.4f}", name, value);

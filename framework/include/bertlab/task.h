@@ -52,6 +52,14 @@ struct HfModelHead {
   std::string problem_type;
 };
 
+/// What a model that learned nothing scores on the evaluation set, shown beside the variants in
+/// every comparison so that such a model is visible as one (classification: the most frequent
+/// training label answered for every evaluation example).
+struct FloorMetrics {
+  std::string name;  ///< e.g. "majority class (DESC)"; empty: the task states no floor
+  Metrics metrics;   ///< under evaluate()'s metric names (those a constant answer has)
+};
+
 struct LossOutput {
   /// Scalar, the mean loss over the batch's examples, with autograd history (undefined when
   /// the task has only a token-weighted part).
@@ -118,6 +126,8 @@ class Task {
   virtual Metrics evaluate(torch::nn::Module& model, const EvalContext& ctx) const = 0;
   /// The model's class and head as Hugging Face transformers names them, after prepare().
   virtual HfModelHead hf_model_head() const { return {}; }
+  /// The evaluation set's floor, after prepare() (none by default).
+  virtual FloorMetrics floor_metrics() const { return {}; }
 };
 
 }  // namespace bertlab

@@ -209,8 +209,17 @@ Metrics ClassifierTask::evaluate_set(ClassifierModelImpl& classifier, const Eval
   }
   // As Google's metric_fn: accuracy of the argmax, and eval_loss as tf.metrics.mean of the
   // per-example losses over all examples (not a mean of batch means).
+  metrics = classification_metrics(predictions, label_ids);
+  metrics.insert(metrics.begin() + 1, {"eval_loss", mean(losses)});
+  log_info("eval", "{}: {} examples, accuracy {:.4f}, loss {:.4f}", processor_->name(), total,
+           metrics[0].second, metrics[1].second);
+  return metrics;
+}
+
+Metrics ClassifierTask::classification_metrics(const std::vector<int64_t>& predictions,
+                                               const std::vector<int64_t>& label_ids) const {
   const double acc = accuracy(predictions, label_ids);
-  metrics = {{"eval_accuracy", acc}, {"eval_loss", mean(losses)}};
+  Metrics metrics = {{"eval_accuracy", acc}};
   switch (processor_->metric_set()) {
     case MetricSet::kAccuracyAndF1: {
       const double f1 = f1_score(predictions, label_ids);
@@ -225,9 +234,27 @@ Metrics ClassifierTask::evaluate_set(ClassifierModelImpl& classifier, const Eval
     case MetricSet::kPearsonSpearman:
       break;
   }
-  log_info("eval", "{}: {} examples, accuracy {:.4f}, loss {:.4f}", processor_->name(), total, acc,
-           metrics[1].second);
   return metrics;
+}
+
+FloorMetrics ClassifierTask::floor_metrics() const {
+  if (is_regression() || train_features_.empty()) return {};
+  std::vector<int64_t> counts(labels_.size(), 0);
+  for (const InputFeatures& f : train_features_) ++counts.at(static_cast<size_t>(f.label_id));
+  const auto majority =
+      static_cast<int64_t>(std::max_element(counts.begin(), counts.end()) - counts.begin());
+  FloorMetrics floor{fmt::format("majority class ({})", labels_[static_cast<size_t>(majority)]),
+                     {}};
+  for (const EvalFeatures& set : eval_sets_) {
+    std::vector<int64_t> label_ids;
+    label_ids.reserve(set.features.size());
+    for (const InputFeatures& f : set.features) label_ids.push_back(f.label_id);
+    const std::vector<int64_t> predictions(label_ids.size(), majority);
+    for (const auto& [key, value] : classification_metrics(predictions, label_ids)) {
+      floor.metrics.emplace_back(key + set.suffix, value);
+    }
+  }
+  return floor;
 }
 
 }  // namespace bertlab::classifier

@@ -36,6 +36,10 @@ class ClassifierTask : public Task {
   Metrics evaluate(torch::nn::Module& model, const EvalContext& ctx) const override;
   /// BertForSequenceClassification: the labels (none for regression) and the problem type.
   HfModelHead hf_model_head() const override;
+  /// Classification: the most frequent training label (the lowest id among ties) answered for
+  /// every example of each evaluation set, scored as evaluate() scores (no eval_loss). None for
+  /// regression.
+  FloorMetrics floor_metrics() const override;
 
   const ClassifierOptions& options() const { return options_; }
   const std::vector<std::string>& labels() const { return labels_; }
@@ -61,6 +65,10 @@ class ClassifierTask : public Task {
   /// ctx.output_dir/eval_logits<suffix>.tsv.
   Metrics evaluate_set(ClassifierModelImpl& model, const EvalFeatures& set,
                        const EvalContext& ctx) const;
+  /// eval_accuracy, then eval_f1 and eval_combined_score or eval_matthews_correlation as the
+  /// task's metric set has them.
+  Metrics classification_metrics(const std::vector<int64_t>& predictions,
+                                 const std::vector<int64_t>& label_ids) const;
 };
 
 }  // namespace bertlab::classifier
