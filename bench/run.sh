@@ -9,8 +9,8 @@
 #                                default ../shared/reference/google-bert; without it the
 #                                figures quoted in bench/reference.json are used
 #   bench/run.sh --only ROW[,ROW]  rerun only these rows: gemm, tiny, base, bytes, tokenize,
-#                                squad, create-data, data, pipeline, dropout, adversarial; the
-#                                other rows of
+#                                squad, create-data, data, pipeline, dropout, adversarial,
+#                                time-to-accuracy; the other rows of
 #                                bench/results.md are kept, marked with the date of their run
 #
 # Rows say whether they time a whole command (a process started, files written: what a user
@@ -25,7 +25,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "bench/run.sh: unknown argument '$1'; use --only ROW[,ROW]" >&2; exit 2 ;;
   esac
 done
-rows="gemm tiny base bytes tokenize squad create-data data pipeline dropout adversarial"
+rows="gemm tiny base bytes tokenize squad create-data data pipeline dropout adversarial time-to-accuracy"
 for row in ${only//,/ }; do
   if [[ " $rows " != *" $row "* ]]; then
     echo "bench/run.sh: --only: unknown row '$row'; rows are: ${rows// /, }" >&2
@@ -222,6 +222,33 @@ if wanted data; then
     fi
   fi
   rm -f "$data"/out.* "$data/stdout" "$data"/corpus*.txt
+fi
+
+if wanted time-to-accuracy; then
+  # The same tiny BERT, data, hyper-parameters and evaluation schedule (the quickstart's: TREC-6,
+  # batch 16, lr 5e-4, 4 epochs, the test set every 100 steps) until the first evaluation at
+  # 0.80 accuracy: `bertlab run` with stop_when against bench/time_to_accuracy.py, whole
+  # processes (reading and tokenizing included), one thread each, alternating.
+  log "time to 0.80 TREC-6 test accuracy: bertlab run vs PyTorch eager (whole processes)"
+  tta=$out/tta
+  for r in $(seq $(( (repeats + 1) / 2 ))); do
+    rm -rf "$tta"
+    /usr/bin/time -f '%e' -o "$out/tta_time" "$bin" run experiments/quickstart.toml \
+      --variant dense-embeddings --output-dir "$tta" --set train.eval_every_steps=100 \
+      --set 'train.stop_when="eval_accuracy >= 0.8"' > /dev/null 2> "$out/tta_bertlab.log"
+    "$py" - "$tta/quickstart/dense-embeddings" "$(cat "$out/tta_time")" >> "$out/tta.jsonl" << 'PY'
+import json, sys
+run, wall = sys.argv[1], float(sys.argv[2])
+evals = [l for l in map(json.loads, open(f"{run}/metrics.jsonl")) if "eval_accuracy" in l]
+final = json.load(open(f"{run}/eval_results.json"))["eval_accuracy"]
+steps = json.load(open(f"{run}/run_summary.json"))["steps"]
+print(json.dumps({"impl": "bertlab", "time_to_accuracy_s": wall, "steps": steps,
+                  "accuracy": evals[-1]["eval_accuracy"] if evals else final,
+                  "reached": any(e["eval_accuracy"] >= 0.8 for e in evals) or final >= 0.8}))
+PY
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 "$py" bench/time_to_accuracy.py --threads 1 \
+      --train_batch_size 16 --eval_every_steps 100 >> "$out/tta.jsonl" 2> "$out/tta_pytorch.log"
+  done
 fi
 
 wanted pipeline && log "input pipeline: time waiting for batches in metrics.jsonl"

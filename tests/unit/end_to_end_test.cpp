@@ -585,6 +585,23 @@ TEST(EndToEndGradcheck, TheGradientAveragingExperimentMeetsEveryExpectation) {
   EXPECT_TRUE(fs::is_regular_file(dir.path() / "gradient-averaging/gradcheck.md"));
 }
 
+// What scripts/quickstart.sh proves after its table: the sparse word-embedding gradient gives
+// the dense one's update, step by step, on the quickstart's own experiment (TREC-6, dropout 0.1).
+TEST(EndToEndGradcheck, TheQuickstartsTwoVariantsGiveTheSameUpdate) {
+  TempDir dir;
+  auto r = run_bertlab({"gradcheck",
+                        (fs::path(BERTLAB_SOURCE_DIR) / "experiments" / "quickstart.toml").string(),
+                        "--steps", "3", "--output-dir", dir.path().string()});
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto json = nlohmann::json::parse(read_file(dir.path() / "quickstart/gradcheck.json"));
+  const auto& sparse = json["variants"]["sparse-embeddings"];
+  EXPECT_EQ(sparse["contract"]["kind"], "exact") << sparse.dump();
+  EXPECT_TRUE(sparse["contract"]["holds"].get<bool>()) << sparse.dump();
+  EXPECT_TRUE(sparse["params"]["close"].get<bool>()) << sparse.dump();
+  EXPECT_NE(r.out.find("| sparse-embeddings | contract | exact |"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+}
+
 // Every strategy against the contract its plugin declares; each kind of check (bounded, exact
 // until a step, error feedback, replicas after a sync) has a variant that breaks it.
 TEST(EndToEndGradcheck, TheStrategyContractsExperimentKeepsEveryContract) {

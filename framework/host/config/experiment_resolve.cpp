@@ -363,6 +363,23 @@ void check_precision(const Sections& merged, const ResolvedVariant& out, Diagnos
                        device));
 }
 
+/// [train] stop_when: its form, and the evaluations during training it needs.
+void check_stop_when(const Sections& merged, const ResolvedVariant& out, Diagnostics& diag) {
+  const std::string text = out.train.get_string("stop_when");
+  if (text.empty()) return;
+  const auto& train = merged.at("train");
+  const Location loc = train.keys.count("stop_when") ? train.keys.at("stop_when").loc : train.loc;
+  std::string problem;
+  if (!parse_stop_when(text, &problem)) {
+    diag.add(loc, "train", "stop_when", problem);
+  } else if (out.train.get_int("eval_every_steps") == 0) {
+    diag.add(loc, "train", "stop_when",
+             fmt::format("'{}' is checked at the evaluations during training, and "
+                         "eval_every_steps is 0 (none); set eval_every_steps = N",
+                         text));
+  }
+}
+
 // What resolving one variant's sections reads, and where its problems go.
 struct VariantScope {
   const Sections& merged;    // the base, the variant's overrides and --set, merged
@@ -450,6 +467,7 @@ void resolve_components(const VariantScope& scope, const ComponentRegistry& regi
   if (out.strategy.component != nullptr) {
     check_strategy_host(scope.merged.at("strategy"), out.strategy_host, scope.diag);
     check_precision(scope.merged, out, scope.diag);
+    check_stop_when(scope.merged, out, scope.diag);
     check_batch_split(scope.merged, out, scope.diag);
   }
 }

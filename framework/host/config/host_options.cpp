@@ -2,6 +2,13 @@
 
 #include "config/host_options.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+
 namespace bertlab {
 
 std::vector<OptionDecl> experiment_options() {
@@ -66,6 +73,14 @@ std::vector<OptionDecl> train_options() {
                  "scaled so the update is one step on the k-times larger batch")
           .at_least(1),
       int_option("log_every_steps", 10, "steps between lines of metrics.jsonl").at_least(1),
+      int_option("eval_every_steps", 0,
+                 "steps between evaluations during training, each a metrics.jsonl line of the "
+                 "task's eval_* metrics (as Hugging Face's eval_steps); 0: only after training")
+          .at_least(0),
+      string_option("stop_when", "",
+                    "\"METRIC >= VALUE\" or \"METRIC <= VALUE\", e.g. \"eval_accuracy >= 0.8\": "
+                    "training ends at the first evaluation of eval_every_steps that meets it (the "
+                    "learning-rate schedule stays the whole run's); empty: never"),
       string_option("on_nonfinite", "stop",
                     "a NaN or infinite loss or gradient: stop with an error naming the step and "
                     "parameter, or skip the step's update and count it (skip_step)")
@@ -141,6 +156,40 @@ OptionDecl adversarial_plugin_option() {
   return string_option("plugin", "none",
                        "name of the adversarial component (fgm, pgd, freelb), or none: plain "
                        "training");
+}
+
+std::string StopWhen::text() const {
+  return fmt::format("{} {} {}", metric, at_least ? ">=" : "<=", value);
+}
+
+std::optional<StopWhen> parse_stop_when(const std::string& text, std::string* problem) {
+  const size_t op = text.find_first_of("<>");
+  StopWhen out;
+  std::string metric = op == std::string::npos ? text : text.substr(0, op);
+  metric.erase(metric.find_last_not_of(" \t") + 1);
+  metric.erase(0, metric.find_first_not_of(" \t"));
+  const bool valid_metric =
+      !metric.empty() && std::all_of(metric.begin(), metric.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '.';
+      });
+  if (op == std::string::npos || op + 1 >= text.size() || text[op + 1] != '=' || !valid_metric) {
+    *problem = fmt::format(
+        "'{}' is not \"METRIC >= VALUE\" or \"METRIC <= VALUE\" (e.g. "
+        "\"eval_accuracy >= 0.8\")",
+        text);
+    return std::nullopt;
+  }
+  out.metric = metric;
+  out.at_least = text[op] == '>';
+  const std::string number = text.substr(op + 2);
+  char* end = nullptr;
+  out.value = std::strtod(number.c_str(), &end);
+  while (end != nullptr && (*end == ' ' || *end == '\t')) ++end;
+  if (end == number.c_str() || end == nullptr || *end != '\0' || !std::isfinite(out.value)) {
+    *problem = fmt::format("'{}': the value after {}= is not a finite number", text, text[op]);
+    return std::nullopt;
+  }
+  return out;
 }
 
 }  // namespace bertlab

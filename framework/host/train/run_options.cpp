@@ -56,6 +56,11 @@ RunOptions RunOptions::from_variant(const ResolvedVariant& variant) {
   o.num_train_steps = t.get_int("num_train_steps");
   o.num_train_epochs = t.get_float("num_train_epochs");
   o.log_every_steps = t.get_int("log_every_steps");
+  o.eval_every_steps = t.get_int("eval_every_steps");
+  std::string problem;  // resolving the variant reported it
+  if (const std::string text = t.get_string("stop_when"); !text.empty()) {
+    o.stop_when = parse_stop_when(text, &problem);
+  }
   o.save_checkpoints_steps = t.get_int("save_checkpoints_steps");
   o.keep_checkpoint_max = t.get_int("keep_checkpoint_max");
   o.skip_nonfinite = t.get_string("on_nonfinite") == "skip_step";

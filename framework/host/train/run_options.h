@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "config/experiment.h"
+#include "config/host_options.h"
 #include "train/precision.h"
 
 namespace bertlab {
@@ -46,6 +48,8 @@ struct RunOptions {
   int64_t num_train_steps = 0;  ///< 0: from num_train_epochs
   double num_train_epochs = 3.0;
   int64_t log_every_steps = 10;
+  int64_t eval_every_steps = 0;  ///< 0: no evaluation during training
+  std::optional<StopWhen> stop_when;
   int64_t save_checkpoints_steps = 0;
   int64_t keep_checkpoint_max = 5;
   bool skip_nonfinite = false;  ///< on_nonfinite = "skip_step"

@@ -81,11 +81,11 @@ void TrainLog::record(int64_t step, const StepResult& r, double data_s) {
   }
 }
 
-void TrainLog::write_step(int64_t step, const StepResult& r, double loss_scale) {
+void TrainLog::write_step(int64_t step, const StepResult& r, double loss_scale, bool last) {
   const int64_t done = step + 1;
   const double batch = static_cast<double>(setup_.batch_size);
   progress_.update(done, r.loss, static_cast<double>(done - first_step_) * batch / seconds());
-  if (done % setup_.log_every != 0 && done != setup_.num_train_steps) return;
+  if (done % setup_.log_every != 0 && done != setup_.num_train_steps && !last) return;
   const double window_s = seconds_since(window_start_);
   nlohmann::ordered_json line;
   line["step"] = done;
@@ -133,6 +133,22 @@ void TrainLog::write_step(int64_t step, const StepResult& r, double loss_scale) 
   dense_bytes_ = sparse_bytes_ = 0;
   overlap_buckets_ = overlap_buckets_in_backward_ = 0;
   window_start_ = Clock::now();
+}
+
+void TrainLog::write_eval(int64_t step, const Metrics& metrics) {
+  nlohmann::ordered_json line;
+  line["step"] = step + 1;
+  line["elapsed_s"] = seconds_since(setup_.run_start);
+  std::string summary;
+  for (const auto& [name, value] : metrics) {
+    line[name] = value;
+    summary += fmt::format(" {} {:.4f}", name, value);
+  }
+  const std::string text = line.dump() + "\n";
+  out_->write(text);
+  out_->flush();
+  lines_ += text;
+  log_info("eval", "{} step {}:{}", setup_.variant, step + 1, summary);
 }
 
 void TrainLog::finish() {

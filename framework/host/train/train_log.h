@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include <bertlab/task.h>
+
 #include "train/progress.h"
 #include "train/train_checkpoint.h"
 #include "train/train_step.h"
@@ -41,8 +43,12 @@ class TrainLog {
   /// Adds step `step`'s result (every rank); a skipped update is counted and, on rank 0, logged.
   void record(int64_t step, const StepResult& r, double data_s);
   /// Rank 0 of a writing run, after record(): the progress line, and a metrics.jsonl line when
-  /// one is due. `loss_scale`: fp16's scale (0 when loss scaling is off).
-  void write_step(int64_t step, const StepResult& r, double loss_scale);
+  /// one is due or `last` (training ends after this step: stop_when). `loss_scale`: fp16's
+  /// scale (0 when loss scaling is off).
+  void write_step(int64_t step, const StepResult& r, double loss_scale, bool last = false);
+  /// Rank 0 of a writing run: an evaluation during training (eval_every_steps), after step
+  /// `step`'s write_step(), as a metrics.jsonl line of its own: step, elapsed_s, the metrics.
+  void write_eval(int64_t step, const Metrics& metrics);
   /// The end of training: metrics.jsonl in place.
   void finish();
   /// A stop before the end: metrics.jsonl.partial stays, with the steps done.

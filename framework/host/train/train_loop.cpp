@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -244,6 +245,85 @@ TrainLog::Setup log_setup(const TrainLoop& loop, const RankComponents& c, bool l
   return s;
 }
 
+/// An evaluation during training ([train] eval_every_steps) after step `step`: rank 0 evaluates
+/// (every rank holds the same parameters) into `metrics`, and every rank learns whether
+/// [train] stop_when is met. The task's evaluation draws no random numbers: the training goes on
+/// as without it.
+bool evaluate_during_training(const TrainLoop& loop, torch::nn::Module& model, Communicator& comm,
+                              int64_t step, Metrics* metrics) {
+  const RunOptions& o = *loop.options;
+  double flag = 0.0;  // 1: stop_when met; 2: its metric is not the task's
+  std::string names;
+  if (comm.rank() == 0) {
+    model.eval();
+    {
+      AutocastScope autocast(o.precision.autocast_dtype(), loop.device);
+      *metrics = loop.task->evaluate(model, EvalContext{loop.device, o.eval_batch_size, {}});
+    }
+    model.train();
+    if (o.stop_when) {
+      flag = 2.0;
+      for (const auto& [name, value] : *metrics) {
+        names += (names.empty() ? "" : ", ") + name;
+        if (name == o.stop_when->metric) flag = o.stop_when->met(value) ? 1.0 : 0.0;
+      }
+    }
+  }
+  if (comm.world_size() > 1) {
+    std::vector<at::Tensor> flags{at::tensor({flag}, at::kDouble)};
+    comm.all_reduce_sum(flags);
+    flag = flags[0].item<double>();
+  }
+  BERTLAB_CHECK_AS(ConfigError, flag < 2.0,
+                   "[train] stop_when = \"{}\": the task reports no metric '{}' (it reports: {}); "
+                   "name one of them",
+                   o.stop_when->text(), o.stop_when->metric, names.empty() ? "see rank 0" : names);
+  if (flag != 0.0 && comm.rank() == 0) {
+    log_info("train", "variant '{}': stop_when {} met after step {} of {}: training ends",
+             loop.variant->name, o.stop_when->text(), step + 1, loop.num_train_steps);
+  }
+  return flag != 0.0;
+}
+
+/// After step `step`: a checkpoint when one is due or a signal stops the run, and the stop
+/// (Interrupted) every rank takes after the same step.
+void checkpoint_or_stop(
+    const TrainLoop& loop, const RankComponents& c, const StepContext& ctx, Communicator& comm,
+    int64_t step, TrainLog& log,
+    const std::function<void(int64_t, NamedTensors, const NamedTensors&)>& checkpoint) {
+  const int rank = comm.rank();
+  const bool write = rank == 0 && loop.write_files;
+  const int64_t save_every = loop.checkpoints ? loop.options->save_checkpoints_steps : 0;
+  // A signal stops every rank after the same step (rank 0 then writes a checkpoint).
+  const bool stopping = ranks_agree_to_stop(comm) && step + 1 < loop.stop_after;
+  const int signal = stop_signal_received() != 0 ? stop_signal_received() : SIGTERM;
+  const bool due = save_every > 0 && (step + 1) % save_every == 0;
+  // Every rank contributes its own state to rank 0's checkpoint.
+  NamedTensors rank_state, optimizer_state;
+  if (loop.checkpoints && (due || stopping)) {
+    rank_state =
+        gather_rank_state(*c.strategy, *c.optimizer, ctx.parameters, c.per_rank_weights, comm);
+    optimizer_state = whole_optimizer_state(c, ctx.parameters, comm);
+  }
+  if (stopping && !write) {
+    throw Interrupted(fmt::format("bertlab: {}: rank {} stopped after step {}", signal_name(signal),
+                                  rank, step + 1),
+                      signal);
+  }
+  if (!write) return;
+  if (due || stopping) checkpoint(step + 1, std::move(rank_state), optimizer_state);
+  const std::string where = train_checkpoint_dir(loop.dir / "checkpoints", step + 1).string();
+  if (due) log_info("train", "step {}: checkpoint {}", step + 1, where);
+  if (stopping) {
+    log.abandon();  // metrics.jsonl.partial stays: the steps done so far
+    throw Interrupted(
+        fmt::format("bertlab: {} during variant '{}': stopped after step {} of {}; checkpoint "
+                    "{}; run the same command with --resume to continue",
+                    signal_name(signal), loop.variant->name, step + 1, loop.num_train_steps, where),
+        signal);
+  }
+}
+
 /// One rank's training loop (docs/architecture.md, "One training step"). Rank 0 also logs and
 /// writes metrics.jsonl and checkpoints. Every rank holds identical parameters after each step.
 TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communicator& comm) {
@@ -257,8 +337,8 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
                                         resumed != nullptr ? resumed->data_position : "");
   TrainLog log(log_setup(loop, *c, rank == 0), resumed, first_step);
   const double earlier_seconds = resumed != nullptr ? resumed->train_seconds : 0.0;
-  const int64_t save_every = loop.checkpoints ? loop.options->save_checkpoints_steps : 0;
   const int64_t check_every = loop.options->check_every_steps;
+  const int64_t eval_every = loop.options->eval_every_steps;
   auto checkpoint = [&](int64_t done, NamedTensors rank_state, const NamedTensors& optimizer) {
     save_checkpoint(loop, done, log, earlier_seconds + log.seconds(), *c, *source, model,
                     std::move(rank_state), optimizer);
@@ -286,36 +366,14 @@ TrainOutcome train_rank(const TrainLoop& loop, torch::nn::Module& model, Communi
     outcome.steps = step + 1;
     log.record(step, r, data_s);
     if (rank == 0 && loop.hooks->on_loss) loop.hooks->on_loss(step, r.loss);
-    // A signal stops every rank after the same step (rank 0 then writes a checkpoint).
-    const bool stopping = ranks_agree_to_stop(comm) && step + 1 < loop.stop_after;
-    const int signal = stop_signal_received() != 0 ? stop_signal_received() : SIGTERM;
-    const bool due = save_every > 0 && (step + 1) % save_every == 0;
-    // Every rank contributes its own state to rank 0's checkpoint.
-    NamedTensors rank_state, optimizer_state;
-    if (loop.checkpoints && (due || stopping)) {
-      rank_state =
-          gather_rank_state(*c->strategy, *c->optimizer, ctx.parameters, c->per_rank_weights, comm);
-      optimizer_state = whole_optimizer_state(*c, ctx.parameters, comm);
-    }
-    if (stopping && !write) {
-      throw Interrupted(fmt::format("bertlab: {}: rank {} stopped after step {}",
-                                    signal_name(signal), rank, step + 1),
-                        signal);
-    }
-    if (!write) continue;
-    log.write_step(step, r, c->scaler.enabled() ? c->scaler.scale() : 0.0);
-    if (due || stopping) checkpoint(step + 1, std::move(rank_state), optimizer_state);
-    const std::string where = train_checkpoint_dir(loop.dir / "checkpoints", step + 1).string();
-    if (due) log_info("train", "step {}: checkpoint {}", step + 1, where);
-    if (stopping) {
-      log.abandon();  // metrics.jsonl.partial stays: the steps done so far
-      throw Interrupted(
-          fmt::format("bertlab: {} during variant '{}': stopped after step {} of {}; checkpoint "
-                      "{}; run the same command with --resume to continue",
-                      signal_name(signal), loop.variant->name, step + 1, loop.num_train_steps,
-                      where),
-          signal);
-    }
+    Metrics eval_metrics;
+    const bool target_met = eval_every > 0 && (step + 1) % eval_every == 0 &&
+                            step + 1 < loop.stop_after &&
+                            evaluate_during_training(loop, model, comm, step, &eval_metrics);
+    if (write) log.write_step(step, r, c->scaler.enabled() ? c->scaler.scale() : 0.0, target_met);
+    if (write && !eval_metrics.empty()) log.write_eval(step, eval_metrics);
+    if (target_met) break;
+    checkpoint_or_stop(loop, *c, ctx, comm, step, log, checkpoint);
   }
   outcome.train_seconds = earlier_seconds + log.seconds();
   outcome.final_loss = log.final_loss();

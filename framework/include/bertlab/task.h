@@ -39,7 +39,8 @@ struct TaskContext {
 struct EvalContext {
   c10::Device device = c10::Device(c10::kCPU);
   int64_t eval_batch_size = 8;
-  std::filesystem::path output_dir;  ///< where the task may write predictions
+  /// Where the task may write predictions; empty (an evaluation during training): nowhere.
+  std::filesystem::path output_dir;
 };
 
 /// What a Hugging Face export says of a task's model (`bertlab export --hf`, config.json).

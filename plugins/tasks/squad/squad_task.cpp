@@ -230,7 +230,9 @@ Metrics SquadTask::evaluate(torch::nn::Module& model, const EvalContext& ctx) co
   prediction_options.null_score_diff_threshold = options_.null_score_diff_threshold;
   const SquadPredictions predictions =
       make_predictions(eval_examples_, eval_features_, results, prediction_options);
-  write_prediction_files(predictions, ctx.output_dir, options_.version_2_with_negative);
+  if (!ctx.output_dir.empty()) {  // none during training ([train] eval_every_steps)
+    write_prediction_files(predictions, ctx.output_dir, options_.version_2_with_negative);
+  }
 
   AnswerMap answers(predictions.answers.begin(), predictions.answers.end());
   EvalResult scored;
