@@ -1,11 +1,12 @@
 // Pretraining data: CPython's random.Random reproduced, Google's instances reproduced exactly
 // (the golden file and the oracle's outputs) through the real executable, TFRecord framing and
-// tf.train.Example encoding, and bad input.
+// tf.train.Example encoding, bad input, and the masked-LM-only instances (--next_sentence=false).
 
 #include <bertlab/error.h>
 #include <bertlab/text/tokenizer.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -402,6 +403,158 @@ TEST(CreateData, BadInputIsNamed) {
   EXPECT_EQ(value.exit_code, 2);
   EXPECT_NE(value.err.find("--masked_lm_prob (1.5) must be in [0, 1]"), std::string::npos)
       << value.err;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Masked-LM-only instances (--next_sentence=false)
+
+/// The 5,452 questions of TREC's train_5500.label without their "LABEL:fine " prefix: plain
+/// text, one sentence a line and no blank line (one document); non-ASCII bytes dropped (line
+/// 66 holds a raw 0xF0 byte, not UTF-8).
+fs::path trec_questions(const TempDir& dir) {
+  std::istringstream in(
+      read_file(fs::path(BERTLAB_SOURCE_DIR) / "experiments/data/TREC/train_5500.label"));
+  std::string text;
+  for (std::string line; std::getline(in, line);) {
+    for (const char c : line.substr(line.find(' ') + 1)) {
+      if (static_cast<unsigned char>(c) < 0x80) text += c;
+    }
+    text += '\n';
+  }
+  write_file(dir / "trec.txt", text);
+  return dir / "trec.txt";
+}
+
+/// The instance's tokens with the masked ones put back.
+std::vector<int32_t> unmasked(const InstanceView& v) {
+  std::vector<int32_t> tokens(v.tokens, v.tokens + v.length);
+  for (size_t k = 0; k < v.masked; ++k) tokens[v.masked_positions[k]] = v.masked_labels[k];
+  return tokens;
+}
+
+/// Checks one masked-LM-only instance; returns its text ([CLS] and [SEP] off, masks undone).
+std::vector<int32_t> single_segment_text(const InstanceView& v, const CreateDataOptions& o,
+                                         const Vocab& vocab) {
+  const auto cls = static_cast<int32_t>(*vocab.find("[CLS]"));
+  const auto sep = static_cast<int32_t>(*vocab.find("[SEP]"));
+  EXPECT_LE(v.length, static_cast<size_t>(o.max_seq_length));
+  EXPECT_EQ(v.segment_a_length, v.length);  // segment ids all 0
+  EXPECT_FALSE(v.is_random_next);
+  EXPECT_GE(v.masked, 1U);
+  EXPECT_LE(v.masked, static_cast<size_t>(o.max_predictions_per_seq));
+  for (size_t k = 0; k < v.masked; ++k) {
+    EXPECT_GE(v.masked_positions[k], 1);
+    EXPECT_LE(v.masked_positions[k], static_cast<int32_t>(v.length) - 2);
+    if (k > 0) {
+      EXPECT_LT(v.masked_positions[k - 1], v.masked_positions[k]);
+    }
+  }
+  const std::vector<int32_t> tokens = unmasked(v);
+  EXPECT_EQ(tokens.front(), cls);
+  EXPECT_EQ(tokens.back(), sep);
+  std::vector<int32_t> text(tokens.begin() + 1, tokens.end() - 1);
+  EXPECT_GE(text.size(), 1U);
+  EXPECT_EQ(std::count(text.begin(), text.end(), cls) + std::count(text.begin(), text.end(), sep),
+            0);
+  return text;
+}
+
+TEST(CreateData, MaskedLmOnlyPacksEverySentenceOnceInOrder) {
+  TempDir dir;
+  const FullTokenizer tokenizer(vocab_file(), true);
+  const auto documents = read_documents({trec_questions(dir)}, tokenizer);
+  ASSERT_EQ(documents.size(), 1U);  // no blank line: one document
+  std::vector<int32_t> all;
+  for (const auto& sentence : documents[0]) all.insert(all.end(), sentence.begin(), sentence.end());
+  EXPECT_GT(all.size(), 50000U);
+  CreateDataOptions options;
+  options.next_sentence = false;
+  options.dupe_factor = 2;
+  for (const int64_t length : {int64_t{128}, int64_t{16}}) {  // 16: long questions are cut
+    options.max_seq_length = length;
+    options.short_seq_prob = length == 16 ? 0.5 : 0.1;
+    PyRandom rng(3);
+    const InstanceStore store = create_instances(documents, tokenizer, options, rng);
+    // Every pass: the document's tokens, each once, in order (the store holds creation order).
+    std::vector<int32_t> rebuilt;
+    for (size_t i = 0; i < store.size(); ++i) {
+      const auto text = single_segment_text(store[i], options, tokenizer.vocab());
+      rebuilt.insert(rebuilt.end(), text.begin(), text.end());
+    }
+    std::vector<int32_t> twice = all;
+    twice.insert(twice.end(), all.begin(), all.end());
+    EXPECT_TRUE(rebuilt == twice) << "max_seq_length " << length;
+    // About the tokens over max_seq_length instances a pass: packed full, the few short ones
+    // (short_seq_prob) and the space a whole sentence leaves aside.
+    const double full = 2.0 * static_cast<double>(all.size()) / static_cast<double>(length - 2);
+    EXPECT_GE(static_cast<double>(store.size()), full) << length;
+    EXPECT_LE(static_cast<double>(store.size()), (length == 16 ? 2.0 : 1.3) * full) << length;
+  }
+}
+
+TEST(CreateData, MaskedLmOnlyInstancesStayInTheirDocument) {
+  TempDir dir;
+  std::string text;
+  for (int d = 0; d < 6; ++d) {
+    for (int s = 0; s < 1 + d * 3; ++s) text += d % 2 == 0 ? "the red house .\n" : "a blue sky\n";
+    text += "\n";
+  }
+  write_file(dir / "in.txt", text);
+  const FullTokenizer tokenizer(vocab_file(), true);
+  const auto documents = read_documents({dir / "in.txt"}, tokenizer);
+  ASSERT_EQ(documents.size(), 6U);
+  CreateDataOptions options;
+  options.next_sentence = false;
+  options.max_seq_length = 20;
+  PyRandom rng(5);
+  const InstanceStore store = create_instances(documents, tokenizer, options, rng);
+  const auto red = static_cast<int32_t>(*tokenizer.vocab().find("red"));
+  const auto blue = static_cast<int32_t>(*tokenizer.vocab().find("blue"));
+  size_t tokens = 0;
+  for (size_t i = 0; i < store.size(); ++i) {
+    const auto t = single_segment_text(store[i], options, tokenizer.vocab());
+    tokens += t.size();
+    const bool has_red = std::count(t.begin(), t.end(), red) > 0;
+    const bool has_blue = std::count(t.begin(), t.end(), blue) > 0;
+    EXPECT_NE(has_red, has_blue) << "instance " << i << " mixes two documents";
+  }
+  // 21 sentences of 4 tokens and 30 of 3, in each of 10 passes (dupe_factor).
+  EXPECT_EQ(tokens, 10U * (4 * (1 + 7 + 13) + 3 * (4 + 10 + 16)));
+}
+
+TEST(CreateData, MaskedLmOnlyThroughTheExecutable) {
+  TempDir dir;
+  const auto result =
+      run_bertlab({"pretrain", "create-data", "--input_file=" + trec_questions(dir).string(),
+                   "--vocab_file=" + vocab_file(), "--output_file=" + (dir / "mlm.jsonl").string(),
+                   "--next_sentence=false", "--do_whole_word_mask", "--max_seq_length=64",
+                   "--max_predictions_per_seq=10", "--dupe_factor=2"});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_NE(result.err.find("1 documents → "), std::string::npos) << result.err;
+  EXPECT_NE(result.err.find(" masked-LM-only instances in "), std::string::npos) << result.err;
+  const auto instances = testing::read_jsonl(dir / "mlm.jsonl");
+  EXPECT_GT(instances.size(), 2 * 900U);  // ≈ 2 × 62,000 tokens / 62 a full instance
+  EXPECT_LT(instances.size(), 2 * 1300U);
+  for (const auto& j : instances) {
+    ASSERT_EQ(j["input_ids"].size(), 64U);
+    const auto ids = j["input_ids"].get<std::vector<int64_t>>();
+    const auto mask = j["input_mask"].get<std::vector<int64_t>>();
+    const auto n = std::count(mask.begin(), mask.end(), 1);
+    EXPECT_TRUE(std::all_of(mask.begin(), mask.begin() + n, [](int64_t m) { return m == 1; }));
+    EXPECT_EQ(ids[0], 101);      // [CLS]
+    EXPECT_EQ(ids[n - 1], 102);  // [SEP]
+    const auto segments = j["segment_ids"].get<std::vector<int64_t>>();
+    EXPECT_TRUE(std::all_of(segments.begin(), segments.end(), [](int64_t s) { return s == 0; }));
+    const auto positions = j["masked_lm_positions"].get<std::vector<int64_t>>();
+    const auto weights = j["masked_lm_weights"].get<std::vector<double>>();
+    ASSERT_EQ(positions.size(), 10U);
+    for (size_t k = 0; k < positions.size(); ++k) {
+      if (weights[k] == 0.0) continue;
+      EXPECT_GE(positions[k], 1);
+      EXPECT_LE(positions[k], n - 2);
+    }
+    EXPECT_EQ(j["next_sentence_labels"], nlohmann::json::array({0}));
+  }
 }
 
 }  // namespace

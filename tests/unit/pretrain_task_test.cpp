@@ -1,14 +1,20 @@
 // The pretrain task: Google's losses and metrics on hand-made logits, the tied decoder, and the
 // real executable: gradcheck of strategies, gradient accumulation and masked-LM normalization,
-// and an end-to-end run.
+// and an end-to-end run; the masked LM alone (next_sentence = false) from create-data to the
+// saved weights.
 
 #include <ATen/ATen.h>
 #include <bertlab/error.h>
+#include <bertlab/io/checkpoint.h>
+#include <bertlab/io/safetensors.h>
 #include <bertlab/model/bert.h>
+#include <bertlab/model/init_checkpoint.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 
 #include "pretrain_model.h"
@@ -23,6 +29,7 @@ using testing::data_path;
 using testing::read_file;
 using testing::run_bertlab;
 using testing::TempDir;
+using testing::write_file;
 
 // One example, two prediction slots over a 3-word vocabulary (the second slot is padding,
 // weight 0), and next-sentence logits.
@@ -169,6 +176,198 @@ TEST(PretrainTask, InstancesOfAnotherLengthAreNamed) {
               std::string::npos)
         << e.what();
   }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The masked LM alone (next_sentence = false)
+
+TEST(PretrainModel, MaskedLmOnlyHasNoNextSentenceHead) {
+  at::manual_seed(1234);
+  PretrainOptions options;
+  options.next_sentence = false;
+  const PretrainTask task(options);
+  const auto model = task.create_model(tiny_config(), /*sparse_embeddings=*/false);
+  const auto params = model->named_parameters();
+  for (const auto& p : params) {
+    EXPECT_EQ(p.key().find("seq_relationship"), std::string::npos) << p.key();
+  }
+  EXPECT_TRUE(params.contains("cls.predictions.bias"));
+  // BertModel always has its pooler; the masked LM leaves it without a gradient.
+  EXPECT_TRUE(params.contains("bert.pooler.dense.weight"));
+  EXPECT_EQ(task.hf_model_head().architecture, "BertForMaskedLM");
+  EXPECT_EQ(PretrainTask(PretrainOptions{}).hf_model_head().architecture, "BertForPreTraining");
+
+  const at::Tensor ids = at::tensor({2, 7, 8, 9, 3, 0}, at::kLong).reshape({1, 6});
+  const Batch batch = {{"input_ids", ids},
+                       {"segment_ids", at::zeros_like(ids)},
+                       {"input_mask", ids.ne(0).to(at::kLong)},
+                       {"masked_lm_positions", at::tensor({1, 3}, at::kLong).reshape({1, 2})},
+                       {"masked_lm_ids", at::tensor({5, 6}, at::kLong).reshape({1, 2})},
+                       {"masked_lm_weights", at::ones({1, 2})},
+                       {"next_sentence_labels", at::tensor({0}, at::kLong)}};
+  const LossOutput out = task.compute_loss(*model, batch);
+  EXPECT_FALSE(out.loss.defined());  // the host takes the token-weighted part alone
+  ASSERT_TRUE(out.weighted_loss_sum.defined());
+  out.weighted_loss_sum.backward();
+  EXPECT_FALSE(params["bert.pooler.dense.weight"].grad().defined());
+  EXPECT_TRUE(params["cls.predictions.transform.dense.weight"].grad().defined());
+
+  PretrainMetrics metrics;  // masked-LM metrics alone, no next-sentence logits needed
+  const PretrainLogits logits = dynamic_cast<PretrainModelImpl&>(*model).forward(
+      ids, at::zeros_like(ids), ids.ne(0), batch.at("masked_lm_positions"));
+  EXPECT_FALSE(logits.next_sentence.defined());
+  const PretrainLosses losses = pretrain_losses(logits, batch.at("masked_lm_ids"), at::ones({1, 2}),
+                                                batch.at("next_sentence_labels"));
+  EXPECT_FALSE(losses.next_sentence_mean.defined());
+  metrics.add(logits, losses, batch.at("masked_lm_ids"), at::ones({1, 2}),
+              batch.at("next_sentence_labels"));
+  EXPECT_NEAR(metrics.masked_lm_loss(), losses.masked_lm_sum.item<double>() / 2, 1e-5);
+}
+
+TEST(PretrainModel, AnNspCheckpointInitializesTheMaskedLmOnlyModel) {
+  at::manual_seed(1);
+  PretrainModel full(tiny_config(), false);
+  Checkpoint checkpoint;
+  checkpoint.location.file = "full.safetensors";
+  for (const auto& p : full->named_parameters())
+    checkpoint.tensors.emplace_back(p.key(), p.value());
+  PretrainModel mlm(tiny_config(), false, /*next_sentence=*/false);
+  const InitReport report = init_from_checkpoint(*mlm, checkpoint, tiny_config(), {});
+  EXPECT_TRUE(report.missing.empty());
+  EXPECT_EQ(report.loaded.size(), mlm->named_parameters().size());
+  std::vector<std::string> unused;
+  for (const auto& u : report.unused) unused.push_back(u.name + ": " + u.reason);
+  std::sort(unused.begin(), unused.end());
+  EXPECT_EQ(unused, (std::vector<std::string>{
+                        "cls.seq_relationship.bias: not a parameter of this model",
+                        "cls.seq_relationship.weight: not a parameter of this model"}));
+  EXPECT_TRUE(at::equal(mlm->named_parameters()["cls.predictions.transform.dense.weight"],
+                        full->named_parameters()["cls.predictions.transform.dense.weight"]));
+}
+
+TEST(PretrainTask, MaskedLmOnlyGradcheckStrategiesAndAccumulation) {
+  // The sentence-pair instances, read with their labels ignored; the loss is the token-weighted
+  // part alone, and the pooler gets no gradient on any replica.
+  TempDir out;
+  const auto result =
+      run_bertlab({"gradcheck", data_path("experiments/pretrain.toml").string(), "--steps", "2",
+                   "--set", "task.next_sentence=false", "--output-dir", out.path().string()});
+  EXPECT_EQ(result.exit_code, 0) << result.out << result.err;
+  EXPECT_NE(result.out.find("| mirrored-2-accumulate-2 |"), std::string::npos) << result.out;
+}
+
+/// Masked-LM-only instances of TREC's questions (plain text, one document) made by the real
+/// executable: max_seq_length 64, 10 predictions, 2 passes.
+fs::path masked_lm_instances(const TempDir& dir) {
+  std::istringstream in(
+      read_file(fs::path(BERTLAB_SOURCE_DIR) / "experiments/data/TREC/train_5500.label"));
+  std::string text;
+  for (std::string line; std::getline(in, line);) {
+    for (const char c : line.substr(line.find(' ') + 1)) {
+      if (static_cast<unsigned char>(c) < 0x80) text += c;  // line 66's raw 0xF0 byte off
+    }
+    text += '\n';
+  }
+  write_file(dir / "trec.txt", text);
+  const auto made =
+      run_bertlab({"pretrain", "create-data", "--input_file=" + (dir / "trec.txt").string(),
+                   "--vocab_file=" + data_path("vocab/bert-base-uncased/vocab.txt").string(),
+                   "--output_file=" + (dir / "mlm.jsonl").string(), "--next_sentence=false",
+                   "--max_seq_length=64", "--max_predictions_per_seq=10", "--dupe_factor=2"});
+  EXPECT_EQ(made.exit_code, 0) << made.err;
+  return dir / "mlm.jsonl";
+}
+
+/// An experiment of 40 steps on `instances` with the tiny BERT (hidden 32, 2 layers, dropout
+/// 0.1), the task's next_sentence = false, exported for Hugging Face.
+fs::path masked_lm_experiment(const TempDir& dir, const fs::path& instances) {
+  const std::string toml = R"([experiment]
+name = "mlm"
+seed = 7
+threads = 1
+export_hf = true
+
+[model]
+bert_config_file = ")" + data_path("experiments/bert_config_tiny.json").string() +
+                           R"("
+vocab_file = ")" + data_path("vocab/bert-base-uncased/vocab.txt").string() +
+                           R"("
+
+[task]
+plugin = "pretrain"
+input_file = ")" + instances.string() +
+                           R"("
+max_seq_length = 64
+max_predictions_per_seq = 10
+max_eval_steps = 4
+next_sentence = false
+
+[strategy]
+plugin = "single"
+
+[optimizer]
+plugin = "adam_weight_decay"
+learning_rate = 1e-3
+
+[train]
+train_batch_size = 8
+eval_batch_size = 16
+num_train_steps = 40
+log_every_steps = 1
+
+[[variant]]
+name = "mlm-only"
+)";
+  write_file(dir / "mlm.toml", toml);
+  return dir / "mlm.toml";
+}
+
+double mean_loss(const std::vector<nlohmann::json>& lines, size_t begin, size_t end) {
+  double sum = 0;
+  for (size_t i = begin; i < end; ++i) sum += lines[i]["loss"].get<double>();
+  return sum / static_cast<double>(end - begin);
+}
+
+TEST(PretrainTask, MaskedLmOnlyFromCreateDataToWeightsWithoutNsp) {
+  TempDir dir;
+  const fs::path experiment = masked_lm_experiment(dir, masked_lm_instances(dir));
+  const auto result =
+      run_bertlab({"run", experiment.string(), "--output-dir", (dir / "runs").string()});
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const fs::path variant = dir / "runs" / "mlm" / "mlm-only";
+  const auto eval = nlohmann::json::parse(read_file(variant / "eval_results.json"));
+  for (const char* key : {"masked_lm_accuracy", "masked_lm_loss", "loss"}) {
+    EXPECT_TRUE(eval.contains(key)) << key;
+  }
+  EXPECT_FALSE(eval.contains("next_sentence_accuracy"));
+  EXPECT_FALSE(eval.contains("next_sentence_loss"));
+  EXPECT_EQ(eval["loss"], eval["masked_lm_loss"]);
+  // It learns: the mean loss of the last 5 steps well under that of the first 5 (≈ ln 30522).
+  const auto lines = testing::read_jsonl(variant / "metrics.jsonl");
+  ASSERT_EQ(lines.size(), 40U);
+  EXPECT_LT(mean_loss(lines, 35, 40), mean_loss(lines, 0, 5) - 1.0)
+      << mean_loss(lines, 0, 5) << " → " << mean_loss(lines, 35, 40);
+  for (const auto* file : {"model.safetensors", "hf/model.safetensors"}) {
+    bool masked_lm = false, pooler = false;
+    for (const auto& [name, tensor] : read_safetensors(variant / file)) {
+      EXPECT_EQ(name.find("cls.seq_relationship"), std::string::npos) << file << " " << name;
+      masked_lm |= name == "cls.predictions.bias";
+      pooler |= name.rfind("bert.pooler.", 0) == 0;
+    }
+    EXPECT_TRUE(masked_lm) << file;
+    // Hugging Face's BertForMaskedLM has no pooler: the export leaves bertlab's out.
+    EXPECT_EQ(pooler, std::string(file) == "model.safetensors") << file;
+  }
+  const auto config = nlohmann::json::parse(read_file(variant / "hf" / "config.json"));
+  EXPECT_EQ(config["architectures"], nlohmann::json::array({"BertForMaskedLM"}));
+
+  // The next-sentence head on these single segments is refused, naming the key.
+  const auto pairs = run_bertlab({"run", experiment.string(), "--set", "task.next_sentence=true",
+                                  "--output-dir", (dir / "runs2").string()});
+  EXPECT_EQ(pairs.exit_code, 2) << pairs.err;
+  EXPECT_NE(pairs.err.find("task.next_sentence = true, but the first instance of"),
+            std::string::npos)
+      << pairs.err;
 }
 
 }  // namespace

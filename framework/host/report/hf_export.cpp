@@ -58,13 +58,14 @@ HfModelHead head_from_names(const NamedTensors& tensors) {
     return head;
   }
   if (has_tensor(tensors, "qa_outputs.")) return {"BertForQuestionAnswering", {}, ""};
-  if (has_tensor(tensors, "cls.")) return {"BertForPreTraining", {}, ""};
+  if (has_tensor(tensors, "cls.seq_relationship.")) return {"BertForPreTraining", {}, ""};
+  if (has_tensor(tensors, "cls.")) return {"BertForMaskedLM", {}, ""};
   return {"BertModel", {}, ""};
 }
 
 /// The class's parameters, under its names: a bare BertModel has no "bert." prefix;
-/// BertForQuestionAnswering has no pooler; BertForPreTraining's decoder is the word embedding
-/// (tied: stored once, as save_pretrained stores it).
+/// BertForQuestionAnswering and BertForMaskedLM have no pooler; BertForPreTraining's decoder is the
+/// word embedding (tied: stored once, as save_pretrained stores it).
 NamedTensors tensors_for(const std::string& architecture, const NamedTensors& tensors) {
   NamedTensors out;
   for (const auto& [name, tensor] : tensors) {
@@ -72,7 +73,10 @@ NamedTensors tensors_for(const std::string& architecture, const NamedTensors& te
       if (starts_with(name, "bert.")) out.emplace_back(name.substr(5), tensor);
       continue;
     }
-    if (architecture == "BertForQuestionAnswering" && starts_with(name, "bert.pooler.")) continue;
+    if ((architecture == "BertForQuestionAnswering" || architecture == "BertForMaskedLM") &&
+        starts_with(name, "bert.pooler.")) {
+      continue;
+    }
     if (name == "cls.predictions.decoder.weight" || name == "cls.predictions.decoder.bias") {
       continue;
     }

@@ -378,6 +378,57 @@ void instances_from_document(const std::vector<Document>& documents, size_t docu
   }
 }
 
+// [CLS] body [SEP], masked, into `out` as one segment with next-sentence label 0.
+void add_single_segment(const std::vector<int32_t>& body, const CreateDataOptions& options,
+                        const MaskVocab& mv, PyRandom& rng, Scratch& scratch, InstanceStore& out) {
+  std::vector<int32_t>& tokens = scratch.tokens;
+  tokens.clear();
+  tokens.push_back(mv.cls);
+  tokens.insert(tokens.end(), body.begin(), body.end());
+  tokens.push_back(mv.sep);
+  scratch.masked.clear();
+  mask_tokens(tokens, scratch.masked, options, mv, rng, scratch);
+  out.add(tokens, /*segment_a_length=*/tokens.size(), /*is_random_next=*/false, scratch.masked);
+}
+
+// Masked LM only (next_sentence = false): the document's sentences packed in order into single
+// segments, as RoBERTa's DOC-SENTENCES inputs (never across documents, so a file without blank
+// lines is one document packed whole). Each instance draws its target length as Google draws a
+// document's (short_seq_prob, randint(2, max)), then takes whole sentences while they fit; a
+// sentence longer than the target on its own is cut at it and its rest starts the next
+// instance, so every token of the document is in exactly one instance. Linear in the tokens.
+void packed_instances_from_document(const Document& document, const CreateDataOptions& options,
+                                    const MaskVocab& mv, PyRandom& rng, Scratch& scratch,
+                                    InstanceStore& out) {
+  const int64_t max_num_tokens = options.max_seq_length - 2;  // [CLS] and [SEP]
+  std::vector<int32_t>& body = scratch.tokens_a;
+  size_t s = 0;       // the next sentence of the document
+  size_t offset = 0;  // its first token not yet in an instance
+  while (s < document.size()) {
+    int64_t target = max_num_tokens;
+    if (rng.random() < options.short_seq_prob) target = rng.randint(2, max_num_tokens);
+    body.clear();
+    while (s < document.size()) {
+      const Sentence& sentence = document[s];
+      const size_t rest = sentence.size() - offset;
+      const size_t room = static_cast<size_t>(target) - body.size();
+      const auto from = sentence.begin() + static_cast<std::ptrdiff_t>(offset);
+      if (rest <= room) {
+        body.insert(body.end(), from, sentence.end());
+        ++s;
+        offset = 0;
+        continue;
+      }
+      if (body.empty()) {  // too long alone: cut at the target
+        body.insert(body.end(), from, from + static_cast<std::ptrdiff_t>(room));
+        offset += room;
+      }
+      break;
+    }
+    add_single_segment(body, options, mv, rng, scratch, out);
+  }
+}
+
 }  // namespace
 
 void InstanceStore::add(const std::vector<int32_t>& tokens, size_t segment_a_length,
@@ -431,7 +482,11 @@ InstanceStore create_instances(std::vector<Document> documents, const FullTokeni
   Scratch scratch;
   for (int64_t pass = 0; pass < options.dupe_factor; ++pass) {
     for (size_t d = 0; d < documents.size(); ++d) {
-      instances_from_document(documents, d, options, mv, rng, scratch, store);
+      if (options.next_sentence) {
+        instances_from_document(documents, d, options, mv, rng, scratch, store);
+      } else {
+        packed_instances_from_document(documents[d], options, mv, rng, scratch, store);
+      }
     }
   }
   BERTLAB_CHECK(store.size() <= std::numeric_limits<uint32_t>::max(),

@@ -1,6 +1,8 @@
 #pragma once
 // Pretraining instances from text, as Google's create_pretraining_data.py makes them: the same
 // documents, the same random choices (CPython's generator), the same instances in the same order.
+// With next_sentence = false, masked-LM-only instances instead: single segments packed from
+// consecutive sentences of a document (RoBERTa's DOC-SENTENCES), masked as Google masks.
 
 #include <cstddef>
 #include <cstdint>
@@ -26,6 +28,9 @@ struct CreateDataOptions {
   double masked_lm_prob = 0.15;          ///< share of the tokens masked
   double short_seq_prob = 0.1;           ///< share of the instances with a shorter target length
   bool do_whole_word_mask = false;       ///< mask all pieces of a word together
+  /// true: Google's sentence pairs with next-sentence labels; false: one segment per instance,
+  /// [CLS] sentences [SEP], packed from a document's consecutive sentences, label 0.
+  bool next_sentence = true;
 
   /// One rule per line; throws ConfigError naming the flag and value.
   void validate() const;
@@ -99,8 +104,8 @@ class InstanceStore {
 };
 
 /// create_training_instances after the reading: shuffles the documents, makes dupe_factor passes
-/// of create_instances_from_document and shuffles the instances (the store's order()), all with
-/// `rng`.
+/// of create_instances_from_document (or, with next_sentence = false, of the single-segment
+/// packing) and shuffles the instances (the store's order()), all with `rng`.
 InstanceStore create_instances(std::vector<Document> documents, const FullTokenizer& tokenizer,
                                const CreateDataOptions& options, PyRandom& rng);
 

@@ -36,6 +36,9 @@ void add_flags(FlagSet& f, bool output_required) {
   f.add_string("vocab_file", "", "vocab.txt of the BERT model (required)");
   f.add_bool("do_lower_case", true, "lower-case and strip accents (uncased models)");
   f.add_bool("do_whole_word_mask", false, "mask every piece of a word together");
+  f.add_bool("next_sentence", true,
+             "sentence pairs with next-sentence labels, as Google; false: masked-LM-only "
+             "instances, one segment packed from a document's consecutive sentences (label 0)");
   f.add_int("max_seq_length", 128, "tokens per instance");
   f.add_int("max_predictions_per_seq", 20, "most masked tokens per instance");
   f.add_int("random_seed", 12345, "seed of Python's random.Random");
@@ -112,6 +115,7 @@ std::optional<Parsed> parse(FlagSet& flags, const std::vector<std::string>& args
   p.options.masked_lm_prob = flags.get_float("masked_lm_prob");
   p.options.short_seq_prob = flags.get_float("short_seq_prob");
   p.options.do_whole_word_mask = flags.get_bool("do_whole_word_mask");
+  p.options.next_sentence = flags.get_bool("next_sentence");
   p.options.validate();
   if (output_required) {
     const int64_t threads = flags.get_int("threads");
@@ -198,11 +202,11 @@ int create_data_tool(const std::vector<std::string>& args) {
   const auto t3 = Clock::now();
   const auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
   log_info("data",
-           "pretrain create-data: {} documents → {} instances in {} (read and tokenize {:.2f} s, "
-           "create {:.2f} s holding {:.0f} MB, write {:.2f} s; {} threads)",
-           document_count, store.size(), flags.get_string("output_file"), seconds(t1 - t0),
-           seconds(t2 - t1), static_cast<double>(store.bytes()) / 1e6, seconds(t3 - t2),
-           parsed->threads);
+           "pretrain create-data: {} documents → {} {}instances in {} (read and tokenize {:.2f} "
+           "s, create {:.2f} s holding {:.0f} MB, write {:.2f} s; {} threads)",
+           document_count, store.size(), parsed->options.next_sentence ? "" : "masked-LM-only ",
+           flags.get_string("output_file"), seconds(t1 - t0), seconds(t2 - t1),
+           static_cast<double>(store.bytes()) / 1e6, seconds(t3 - t2), parsed->threads);
   return 0;
 }
 
@@ -263,6 +267,7 @@ int bench_create_data_tool(const std::vector<std::string>& args) {
   line["bench"] = "create-data";
   line["input_file"] = flags.get_string("input_file");
   line["dupe_factor"] = parsed->options.dupe_factor;
+  line["next_sentence"] = parsed->options.next_sentence;
   line["documents"] = documents;
   line["instances"] = store.size();
   line["read_tokenize_s"] = best_read;

@@ -31,15 +31,18 @@ at::Tensor MaskedLmHeadImpl::forward(const at::Tensor& hidden, const at::Tensor&
   return at::matmul(transform->forward(hidden), word_embeddings.t()) + bias;
 }
 
-PretrainHeadsImpl::PretrainHeadsImpl(const BertConfig& config) {
+PretrainHeadsImpl::PretrainHeadsImpl(const BertConfig& config, bool next_sentence) {
   predictions = register_module("predictions", MaskedLmHead(config));
-  seq_relationship = register_module(
-      "seq_relationship", torch::nn::Linear(torch::nn::LinearOptions(config.hidden_size, 2)));
+  if (next_sentence) {
+    seq_relationship = register_module(
+        "seq_relationship", torch::nn::Linear(torch::nn::LinearOptions(config.hidden_size, 2)));
+  }
 }
 
-PretrainModelImpl::PretrainModelImpl(const BertConfig& config, bool sparse_embeddings) {
+PretrainModelImpl::PretrainModelImpl(const BertConfig& config, bool sparse_embeddings,
+                                     bool next_sentence) {
   bert = register_module("bert", BertModel(config, sparse_embeddings));
-  cls = register_module("cls", PretrainHeads(config));
+  cls = register_module("cls", PretrainHeads(config, next_sentence));
   init_bert_weights(*bert, config.initializer_range);
   // As Google: the transform and the NSP weights from the truncated normal, biases 0.
   init_bert_weights(*cls, config.initializer_range);
@@ -57,7 +60,9 @@ PretrainLogits PretrainModelImpl::forward(const at::Tensor& input_ids,
   PretrainLogits logits;
   logits.masked_lm =
       cls->predictions->forward(gathered, bert->embeddings()->word_embeddings->weight);
-  logits.next_sentence = cls->seq_relationship->forward(out.pooled_output);
+  if (cls->seq_relationship) {
+    logits.next_sentence = cls->seq_relationship->forward(out.pooled_output);
+  }
   return logits;
 }
 
@@ -78,6 +83,7 @@ PretrainLosses pretrain_losses(const PretrainLogits& logits, const at::Tensor& m
   const at::Tensor weights = masked_lm_weights.reshape({-1});
   out.masked_lm_sum = (weights * out.masked_lm_example_loss).sum();
   out.masked_lm_weight = weights.sum();
+  if (!logits.next_sentence.defined()) return out;  // masked LM only
   const at::Tensor nsp_log_probs = at::log_softmax(logits.next_sentence, -1);
   out.next_sentence_example_loss =
       -nsp_log_probs.gather(1, next_sentence_labels.reshape({-1, 1})).squeeze(1);
@@ -94,6 +100,7 @@ void PretrainMetrics::add(const PretrainLogits& logits, const PretrainLosses& lo
   mlm_correct_ += (hits * weights).sum().item<double>();
   mlm_loss_ += (losses.masked_lm_example_loss.to(at::kDouble) * weights).sum().item<double>();
   mlm_weight_ += weights.sum().item<double>();
+  if (!logits.next_sentence.defined()) return;  // masked LM only
   const at::Tensor labels = next_sentence_labels.reshape({-1});
   nsp_correct_ += logits.next_sentence.argmax(-1).eq(labels).sum().item<double>();
   nsp_loss_ += losses.next_sentence_example_loss.to(at::kDouble).sum().item<double>();

@@ -1,6 +1,7 @@
 #pragma once
 // BERT with Google's pretraining heads (run_pretraining.py's get_masked_lm_output and
-// get_next_sentence_output), under Hugging Face's names (cls.predictions.*, cls.seq_relationship).
+// get_next_sentence_output), under Hugging Face's names (cls.predictions.*, cls.seq_relationship),
+// or with the masked-LM head alone (Hugging Face's BertForMaskedLM, RoBERTa's objective).
 
 #include <bertlab/model/bert.h>
 #include <torch/nn/module.h>
@@ -35,24 +36,29 @@ class MaskedLmHeadImpl : public torch::nn::Module {
 };
 TORCH_MODULE(MaskedLmHead);
 
-/// cls: the two heads.
+/// cls: the two heads, or the masked-LM head alone when `next_sentence` is false.
 class PretrainHeadsImpl : public torch::nn::Module {
  public:
-  explicit PretrainHeadsImpl(const BertConfig& config);
+  PretrainHeadsImpl(const BertConfig& config, bool next_sentence);
 
   MaskedLmHead predictions{nullptr};
-  torch::nn::Linear seq_relationship{nullptr};  // [2, hidden] weight, as Google's output_weights
+  /// [2, hidden] weight, as Google's output_weights; null (not registered) without the
+  /// next-sentence head.
+  torch::nn::Linear seq_relationship{nullptr};
 };
 TORCH_MODULE(PretrainHeads);
 
 struct PretrainLogits {
   at::Tensor masked_lm;      ///< [batch, max_predictions_per_seq, vocab]
-  at::Tensor next_sentence;  ///< [batch, 2]; class 1 = B is the random next
+  at::Tensor next_sentence;  ///< [batch, 2]; class 1 = B is the random next; undefined: no head
 };
 
 class PretrainModelImpl : public torch::nn::Module {
  public:
-  PretrainModelImpl(const BertConfig& config, bool sparse_embeddings);
+  /// `next_sentence` false: no cls.seq_relationship (masked LM only). BertModel keeps its pooler
+  /// either way (it always has one); masked LM alone leaves it without a gradient, so the
+  /// optimizer leaves it alone, as under the SQuAD head.
+  PretrainModelImpl(const BertConfig& config, bool sparse_embeddings, bool next_sentence = true);
   /// [batch, seq] ids, segments and mask; masked_lm_positions [batch, predictions].
   PretrainLogits forward(const at::Tensor& input_ids, const at::Tensor& segment_ids,
                          const at::Tensor& input_mask, const at::Tensor& masked_lm_positions);
@@ -67,19 +73,19 @@ struct PretrainLosses {
   at::Tensor masked_lm_sum;               ///< Σ weight·cross-entropy over the predictions
   at::Tensor masked_lm_weight;            ///< Σ weight (real predictions)
   at::Tensor masked_lm_example_loss;      ///< [batch·predictions] cross-entropy per prediction
-  at::Tensor next_sentence_mean;          ///< mean cross-entropy over the batch
-  at::Tensor next_sentence_example_loss;  ///< [batch]
+  at::Tensor next_sentence_mean;          ///< mean cross-entropy over the batch; undefined: no head
+  at::Tensor next_sentence_example_loss;  ///< [batch]; undefined: no head
 };
 
 /// Google's losses: masked LM −log p(label) per prediction weighted by masked_lm_weights;
-/// next sentence −log p(label) per example.
+/// next sentence −log p(label) per example (only when the logits have it).
 PretrainLosses pretrain_losses(const PretrainLogits& logits, const at::Tensor& masked_lm_ids,
                                const at::Tensor& masked_lm_weights,
                                const at::Tensor& next_sentence_labels);
 
 /// run_pretraining.py's metric_fn, accumulated over evaluation batches: tf.metrics.accuracy and
 /// tf.metrics.mean weighted by masked_lm_weights for the masked LM, unweighted for the next
-/// sentence.
+/// sentence. Logits without next-sentence ones add to the masked-LM metrics alone.
 class PretrainMetrics {
  public:
   /// Adds one batch: its logits, losses (pretrain_losses) and labels.

@@ -9,6 +9,7 @@
 #include <bertlab/task_helpers.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -36,6 +37,10 @@ std::vector<OptionDecl> pretrain_option_decls() {
                   "read input_file in order on a background thread instead of into memory "
                   "(files larger than memory); needs train.num_train_steps"),
       int_option("prefetch_batches", 8, "streaming: micro-batches read ahead at most").at_least(1),
+      bool_option("next_sentence", true,
+                  "train the next-sentence head (Google's BERT); false: masked LM alone, no "
+                  "cls.seq_relationship (RoBERTa, run_mlm.py; exported as BertForMaskedLM); "
+                  "reads either kind of instances"),
   };
 }
 
@@ -48,6 +53,7 @@ PretrainOptions PretrainOptions::from_config(const ConfigView& view) {
   o.max_eval_steps = view.get_int("max_eval_steps");
   o.streaming = view.get_bool("streaming");
   o.prefetch_batches = view.get_int("prefetch_batches");
+  o.next_sentence = view.get_bool("next_sentence");
   return o;
 }
 
@@ -81,15 +87,29 @@ void PretrainTask::prepare(const TaskContext& ctx) {
   vocab_size_ = ctx.bert_config->vocab_size;
   if (options_.streaming) {
     // Only the first instance now, so that a wrong file fails before any work.
-    read_instances(options_.input_file, shape(), 1);
+    check_sentence_pairs(read_instances(options_.input_file, shape(), 1).front());
     log_info("data", "pretrain: streaming training instances from {} ({} micro-batches ahead)",
              options_.input_file.string(), options_.prefetch_batches);
     return;
   }
   train_ = read_instances(options_.input_file, shape());
+  check_sentence_pairs(train_.front());
   eval_ = options_.eval_file.empty() ? train_ : read_instances(options_.eval_file, shape());
   log_info("data", "pretrain: {} training instances from {}, {} to evaluate", train_.size(),
            options_.input_file.string(), eval_.size());
+}
+
+void PretrainTask::check_sentence_pairs(const InstanceFeatures& first) const {
+  // Google's instances always have both segments (A and B are never empty), so one without a
+  // segment id 1 comes from create-data --next_sentence=false: all labels 0, nothing to learn.
+  const auto& segments = first.segment_ids;
+  if (!options_.next_sentence || std::count(segments.begin(), segments.end(), 1) > 0) return;
+  throw ConfigError(fmt::format(
+      "task.next_sentence = true, but the first instance of {} is a single segment (no segment "
+      "id 1), as `bertlab pretrain create-data --next_sentence=false` writes: its next-sentence "
+      "labels are all 0. Set task.next_sentence = false to train the masked LM alone, or make "
+      "the data without --next_sentence=false",
+      options_.input_file.string()));
 }
 
 InstanceShape PretrainTask::shape() const {
@@ -109,7 +129,7 @@ int64_t PretrainTask::num_train_examples() const { return static_cast<int64_t>(t
 
 std::shared_ptr<torch::nn::Module> PretrainTask::create_model(const BertConfig& config,
                                                               bool sparse_embeddings) const {
-  return PretrainModel(config, sparse_embeddings).ptr();
+  return PretrainModel(config, sparse_embeddings, options_.next_sentence).ptr();
 }
 
 Batch PretrainTask::make_train_batch(const std::vector<int64_t>& indices,
@@ -160,6 +180,11 @@ Metrics PretrainTask::evaluate(torch::nn::Module& model, const EvalContext& ctx)
     metrics.add(logits, losses, batch_tensor(batch, "masked_lm_ids"),
                 batch_tensor(batch, "masked_lm_weights"),
                 batch_tensor(batch, "next_sentence_labels"));
+  }
+  if (!options_.next_sentence) {
+    return {{"masked_lm_accuracy", metrics.masked_lm_accuracy()},
+            {"masked_lm_loss", metrics.masked_lm_loss()},
+            {"loss", metrics.masked_lm_loss()}};
   }
   return {{"masked_lm_accuracy", metrics.masked_lm_accuracy()},
           {"masked_lm_loss", metrics.masked_lm_loss()},

@@ -1,6 +1,7 @@
 #pragma once
 // The pretrain task: Google's run_pretraining.py (masked LM + next sentence prediction) on the
-// instances `bertlab pretrain create-data` writes (JSON Lines or TFRecord).
+// instances `bertlab pretrain create-data` writes (JSON Lines or TFRecord); with next_sentence =
+// false the masked LM alone (RoBERTa's objective, Hugging Face's run_mlm.py and BertForMaskedLM).
 
 #include <bertlab/config.h>
 #include <bertlab/task.h>
@@ -22,6 +23,7 @@ struct PretrainOptions {
   int64_t max_eval_steps = 100;          ///< evaluation batches at most (Google's default)
   bool streaming = false;                ///< read input_file in order instead of into memory
   int64_t prefetch_batches = 8;          ///< streaming: micro-batches read ahead at most
+  bool next_sentence = true;             ///< false: no next-sentence head, masked LM alone
 
   static PretrainOptions from_config(const ConfigView& view);
 };
@@ -41,8 +43,8 @@ class PretrainTask : public Task {
   /// masked_lm_weights, next_sentence_labels.
   Batch make_train_batch(const std::vector<int64_t>& indices,
                          const c10::Device& device) const override;
-  /// loss = next-sentence mean; weighted_loss_sum = Σ masked_lm_weights·cross-entropy, which
-  /// the host divides by the step's masked tokens.
+  /// loss = next-sentence mean (undefined without the head); weighted_loss_sum =
+  /// Σ masked_lm_weights·cross-entropy, which the host divides by the step's masked tokens.
   LossOutput compute_loss(torch::nn::Module& model, const Batch& batch) const override;
   bool token_weighted_loss() const override { return true; }
   bool streams_train_data() const override { return options_.streaming; }
@@ -52,12 +54,19 @@ class PretrainTask : public Task {
   /// Σ masked_lm_weights of the batch.
   double loss_weight(const Batch& batch) const override;
   /// Google's metric_fn over at most max_eval_steps batches of eval_file: masked_lm_accuracy,
-  /// masked_lm_loss, next_sentence_accuracy, next_sentence_loss, and loss (their sum).
+  /// masked_lm_loss, next_sentence_accuracy, next_sentence_loss, and loss (their sum); without
+  /// the next-sentence head masked_lm_accuracy, masked_lm_loss and loss (= masked_lm_loss).
   Metrics evaluate(torch::nn::Module& model, const EvalContext& ctx) const override;
-  HfModelHead hf_model_head() const override { return {"BertForPreTraining", {}, {}}; }
+  /// BertForPreTraining, or BertForMaskedLM without the next-sentence head.
+  HfModelHead hf_model_head() const override {
+    return {options_.next_sentence ? "BertForPreTraining" : "BertForMaskedLM", {}, {}};
+  }
 
  private:
   InstanceShape shape() const;
+  /// With the next-sentence head, refuses instances of one segment (create-data
+  /// --next_sentence=false), judged by `first`, the first of input_file.
+  void check_sentence_pairs(const InstanceFeatures& first) const;
 
   PretrainOptions options_;
   int64_t vocab_size_ = -1;
