@@ -22,9 +22,12 @@ if [[ -n $sanitize ]]; then
   source scripts/sanitizers/env.sh "$sanitize"
   bash scripts/build.sh
   # The lint is the same code; the sanitized suite is about behaviour. Sanitizers slow the
-  # run: one test at a time per core, with longer time limits.
+  # run: one test at a time per core, with longer time limits. The slowest end-to-end test, the
+  # strategy-contracts gradcheck (419 s under ASan + UBSan, 2026-12-07), runs in the plain
+  # suite only, so that CI stays within its hour; SANITIZE_EXCLUDE= runs it here too.
+  exclude=${SANITIZE_EXCLUDE-'^EndToEndGradcheck\.TheStrategyContractsExperimentKeepsEveryContract$'}
   ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 1800 -j "${TEST_JOBS:-2}" \
-    ${CTEST_ARGS:-}
+    ${exclude:+-E "$exclude"} ${CTEST_ARGS:-}
   exit 0
 fi
 bash scripts/build.sh
