@@ -10,7 +10,8 @@
 /// Communicator::all_reduce_sum_async, GradientEntry::averaged); 6: strategy contracts
 /// (ComponentSpec::contract), state and hooks (Strategy::begin_step, after_update, state_dict,
 /// last_error_feedback); 7: adversarial training (ComponentKind::kAdversarial,
-/// Registry::add_adversarial, bertlab/adversarial.h); 8: Task::hf_model_head(); 9: Task::floor_metrics().
+/// Registry::add_adversarial, bertlab/adversarial.h); 8: Task::hf_model_head(); 9:
+/// Task::floor_metrics().
 #define BERTLAB_SDK_API_VERSION 9
 
 /// The API version a plugin embeds: the SDK's. A build may predefine it only to produce a plugin
