@@ -21,6 +21,7 @@ done
 packages=(
   g++ cmake make ninja-build ccache pkg-config git python3
   libtorch-dev libopenblas0-pthread libgloo-dev
+  libdnnl-dev  # oneDNN (libtorch's own dependency): the float32 matrix products, runtime/gemm.h
   libtomlplusplus-dev libfmt-dev libboost-dev libboost-filesystem-dev
   nlohmann-json3-dev libutf8proc-dev libcli11-dev libleveldb-dev libsnappy-dev libzip-dev
 )

@@ -12,6 +12,7 @@
 
 #include "commands/commands.h"
 #include "exit_status.h"
+#include "runtime/gemm.h"
 #include "runtime/threads.h"
 
 namespace bertlab {
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
   tune_allocator();
   argc = take_verbose_flag(argc, argv);
   try {
+    set_gemm_backend_from_environment();
     return dispatch(argc, argv);
   } catch (...) {
     return report_exception();

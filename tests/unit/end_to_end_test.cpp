@@ -791,7 +791,7 @@ TEST(EndToEndGradcheck, ABaselineRecordsItsMachine) {
   ASSERT_EQ(save.exit_code, 0) << save.out << save.err;
   auto json = nlohmann::json::parse(read_file(baseline));
   EXPECT_EQ(json["format"], 2);
-  for (const char* key : {"cpu", "cpu_flags", "aten_cpu_capability", "blas", "blas_core",
+  for (const char* key : {"cpu", "cpu_flags", "aten_cpu_capability", "blas", "blas_core", "gemm",
                           "openblas_coretype", "libtorch", "intra_op_threads"}) {
     EXPECT_TRUE(json["machine"].contains(key)) << key;
   }

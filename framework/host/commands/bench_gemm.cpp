@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "runtime/gemm.h"
 #include "runtime/threads.h"
 
 namespace bertlab {
@@ -41,6 +42,11 @@ int bench_gemm(const GemmBenchOptions& o) {
   std::sort(rates.begin(), rates.end());
   j["gflops"] = rates[rates.size() / 2];
   j["blas"] = blas_description();
+  // The products' backend (BERTLAB_GEMM), and whether they went through bertlab's sgemm_.
+  j["gemm"] = to_string(gemm_backend());
+  j["gemm_library"] =
+      gemm_backend() == GemmBackend::kOneDnn ? onednn_description() : blas_description();
+  j["through_bertlab"] = gemm_calls() > 0;
   std::cout << j.dump() << "\n";
   return 0;
 }

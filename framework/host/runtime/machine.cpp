@@ -14,6 +14,7 @@
 #include <sstream>
 #include <thread>
 
+#include "runtime/gemm.h"
 #include "runtime/threads.h"
 
 namespace bertlab {
@@ -87,6 +88,9 @@ nlohmann::ordered_json machine_record() {
   m["aten_cpu_capability"] = cpu_capability();
   m["blas"] = blas_description();
   m["blas_core"] = blas_core();
+  m["gemm"] = gemm_backend() == GemmBackend::kOneDnn
+                  ? fmt::format("onednn: {}", onednn_description())
+                  : std::string("blas");
   m["openblas_coretype"] = environment("OPENBLAS_CORETYPE");
   m["aten_cpu_capability_env"] = environment("ATEN_CPU_CAPABILITY");
   m["libtorch"] = TORCH_VERSION;
@@ -122,9 +126,10 @@ std::string machine_summary(const nlohmann::json& record) {
                ? record.at(key).get<std::string>()
                : std::string("?");
   };
-  return fmt::format("{} ({}; libtorch dispatch {}), BLAS core {}, libtorch {}, {} thread(s)",
-                     text("cpu"), text("cpu_flags"), text("aten_cpu_capability"), text("blas_core"),
-                     text("libtorch"), text("intra_op_threads"));
+  return fmt::format(
+      "{} ({}; libtorch dispatch {}), BLAS core {}, matrix products {}, libtorch {}, {} thread(s)",
+      text("cpu"), text("cpu_flags"), text("aten_cpu_capability"), text("blas_core"), text("gemm"),
+      text("libtorch"), text("intra_op_threads"));
 }
 
 }  // namespace bertlab

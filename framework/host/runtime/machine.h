@@ -12,7 +12,8 @@ namespace bertlab {
 
 /// This machine and process, as a flat JSON object of strings (keys below, in this order):
 /// cpu, cpu_flags (the vector extensions present, of those a float kernel may choose),
-/// aten_cpu_capability, blas, blas_core, openblas_coretype and aten_cpu_capability_env (the
+/// aten_cpu_capability, blas, blas_core, gemm (the matrix products' backend and its kernels:
+/// runtime/gemm.h), openblas_coretype and aten_cpu_capability_env (the
 /// variables as found; empty: unset), libtorch, intra_op_threads, cores.
 nlohmann::ordered_json machine_record();
 
