@@ -246,18 +246,18 @@ def make_batch(a, g):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--hidden_size", type=int, default=768)
-    ap.add_argument("--num_hidden_layers", type=int, default=12)
-    ap.add_argument("--num_attention_heads", type=int, default=12)
-    ap.add_argument("--intermediate_size", type=int, default=3072)
-    ap.add_argument("--vocab_size", type=int, default=30522)
+    ap.add_argument("--hidden_size", "--hidden-size", type=int, default=768)
+    ap.add_argument("--num_hidden_layers", "--num-hidden-layers", type=int, default=12)
+    ap.add_argument("--num_attention_heads", "--num-attention-heads", type=int, default=12)
+    ap.add_argument("--intermediate_size", "--intermediate-size", type=int, default=3072)
+    ap.add_argument("--vocab_size", "--vocab-size", type=int, default=30522)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--steps", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--impl", choices=["pytorch", "transformers"], default="pytorch")
     ap.add_argument("--task", choices=["squad", "pretrain"], default="squad")
-    ap.add_argument("--max_predictions_per_seq", type=int, default=20,
+    ap.add_argument("--max_predictions_per_seq", "--max-predictions-per-seq", type=int, default=20,
                     help="pretrain: masked-LM slots per sequence (the pretrain task's default)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--precision", choices=["fp32", "bf16", "fp16"], default="fp32")

@@ -6,11 +6,15 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
-# Only what the experiment needs: bertlab and its plugins (scripts/test.sh adds the tests and
-# their packages).
+# Only what the experiment needs: bertlab and the three plugins it names (scripts/build.sh
+# builds the others; scripts/test.sh adds the tests and their packages).
 bash scripts/setup-deps.sh --run
-BERTLAB_BUILD_TESTS=OFF bash scripts/build.sh
 build_dir=${BUILD_DIR:-build}
+# A build folder with the tests keeps them.
+tests=OFF
+if grep -qx "BERTLAB_BUILD_TESTS:BOOL=ON" "$build_dir/CMakeCache.txt" 2>/dev/null; then tests=ON; fi
+BERTLAB_BUILD_TESTS=$tests bash scripts/build.sh --target bertlab bertlab-host classifier single \
+  adam_weight_decay
 # The two variants at the same time, a process and a core each (one thread each is fastest).
 "$build_dir/bin/bertlab" run experiments/quickstart.toml --output-dir runs --jobs 2 "$@"
 # Their first 3 steps side by side: gradients and parameters against the dense reference.

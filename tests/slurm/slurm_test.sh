@@ -11,6 +11,10 @@
 #   c. `bertlab submit --slurm --wait` of 3 variants × 2 seeds (one a 2-rank launcher = "env"
 #      variant, started by srun): every run completes, `bertlab compare` aggregates 2 seeds per
 #      variant, and a second submit submits nothing.
+#   d. `bertlab submit --slurm` (no --wait) of a study in two stages (`from-single` starts from
+#      `single`, [model] init_from) × 2 seeds: the second array is submitted with
+#      --dependency=afterok: on the first, both complete, and each run of the second stage
+#      loaded the final weights of the first stage's run of its seed.
 #
 # usage: slurm_test.sh BERTLAB_EXE
 # Exits 77 (skipped) when not root or when Slurm (slurm-wlm) or munge is not installed
@@ -253,4 +257,51 @@ EOF
   fail "the second submit failed" "$tmp/again.log"
 grep -q "nothing to submit" "$tmp/again.log" || fail "the second submit submitted" "$tmp/again.log"
 echo "c. passed: bertlab submit ran 6 runs in 2 arrays; bertlab compare aggregated 2 seeds each"
+
+# --- d. bertlab submit --slurm of a study in two stages ------------------------------------------
+out4="$tmp/out4"
+log_d="$tmp/stages.log"
+echo "== d. bertlab submit --slurm (single, then from-single starting from it; 2 seeds)"
+t0="$EPOCHREALTIME"
+rc=0
+timeout 60 "$exe" submit "$toml" --slurm --time 5 --variant single --variant from-single \
+  --set experiment.repeats=2 --output-dir "$out4" >"$log_d" 2>&1 || rc=$?
+cat "$log_d"
+((rc == 0)) || fail "bertlab submit --slurm of two stages exited with $rc" "$log_d"
+[[ "$(grep -c '^Submitted job array' "$log_d")" == 2 ]] || fail "not two arrays" "$log_d"
+first="$(sed -n 's/^Submitted job array \([0-9]*\) .*/\1/p' "$log_d" | head -1)"
+grep -q "^Submitted job array [0-9]* (2 run(s), 1 task(s) each, after $first)" "$log_d" ||
+  fail "the second stage's array does not wait for the first ($first)" "$log_d"
+# Both arrays leave the queue (no accounting here: squeue, polled).
+for _ in $(seq 300); do
+  [[ -z "$(squeue -h -n "bertlab-$experiment" 2>/dev/null)" ]] && break
+  sleep 1
+done
+echo "two stages: $(elapsed "$t0") s"
+stage_logs=("$out4/$experiment"/slurm/*.out)
+python3 - "$out4/$experiment" <<'EOF' || fail "the second stage's runs" "$log_d" "${stage_logs[@]}"
+import json, os, sys
+root = sys.argv[1]
+problems = []
+for seed in (7, 8):
+    first = os.path.join(root, "single", f"seed-{seed}")
+    second = os.path.join(root, "from-single", f"seed-{seed}")
+    try:
+        a = json.load(open(os.path.join(first, "run_summary.json")))
+        b = json.load(open(os.path.join(second, "run_summary.json")))
+    except OSError as e:
+        problems.append(str(e))
+        continue
+    want = os.path.join(first, "model.safetensors")
+    if b.get("init_checkpoint") != want or b.get("init_from") != f"single seed {seed}":
+        problems.append(f"{second}: init_checkpoint {b.get('init_checkpoint')!r}, init_from "
+                        f"{b.get('init_from')!r}; expected {want!r}, 'single seed {seed}'")
+    if b.get("start_time", 0) < a.get("start_time", 0) + a.get("wall_time_s", 0) - 1:
+        problems.append(f"{second} started before {first} ended")
+for p in problems:
+    print(p, file=sys.stderr)
+sys.exit(1 if problems else 0)
+EOF
+echo "d. passed: the second stage's array waited for the first; each of its runs started from" \
+  "the first stage's run of its seed"
 echo "PASSED"

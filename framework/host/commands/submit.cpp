@@ -102,10 +102,16 @@ std::string array_script(const ResolvedExperiment& experiment, const ArrayPlan& 
   return s;
 }
 
-/// Runs `sbatch --parsable [--wait] SCRIPT`; returns the job id.
-std::string sbatch(const fs::path& script, bool wait) {
+/// Runs `sbatch --parsable [--wait] [--dependency=afterok:ID:...] SCRIPT`; returns the job id.
+std::string sbatch(const fs::path& script, bool wait, const std::vector<std::string>& after) {
   std::vector<std::string> command = {"sbatch", "--parsable"};
   if (wait) command.push_back("--wait");
+  if (!after.empty()) {
+    // Every task of those arrays must succeed; if one fails the array is cancelled, not left
+    // pending for ever.
+    command.push_back(fmt::format("--dependency=afterok:{}", fmt::join(after, ":")));
+    command.push_back("--kill-on-invalid-dep=yes");
+  }
   command.push_back(script.string());
   ChildProcess child = start_child(command, {}, "submit");
   std::string output;
@@ -135,7 +141,8 @@ int submit(const SubmitArgs& args, const PluginOptions& plugins) {
   return with_plugin_host([&](PluginHost& host) -> int {
     load_plugins(host, plugins);
     const ResolvedExperiment experiment = load_experiment(host, args.experiment);
-    std::map<int, ArrayPlan> arrays;  // [tasks per run]
+    // [stage, tasks per run]: the runs of a stage (init_from) wait for the earlier stages'.
+    std::map<std::pair<int, int>, ArrayPlan> arrays;
     size_t finished = 0;
     for (const auto& v : experiment.variants) {
       if (!args.rerun && finished_run(experiment, v)) {
@@ -144,8 +151,9 @@ int submit(const SubmitArgs& args, const PluginOptions& plugins) {
       }
       const RunOptions o = RunOptions::from_variant(v);
       const int tasks = o.env_launcher ? o.replicas : 1;
-      arrays[tasks].tasks = tasks;
-      arrays[tasks].runs.push_back(&v);
+      ArrayPlan& plan = arrays[{v.stage, tasks}];
+      plan.tasks = tasks;
+      plan.runs.push_back(&v);
     }
     const fs::path dir = experiment.output_dir / experiment.name;
     if (arrays.empty()) {
@@ -154,18 +162,38 @@ int submit(const SubmitArgs& args, const PluginOptions& plugins) {
     }
     const std::string exe = self_executable();
     int index = 0;
-    for (const auto& [tasks, plan] : arrays) {
+    std::vector<std::string> earlier;  // the arrays of the earlier stages
+    std::vector<std::string> this_stage;
+    int stage = 0;
+    for (const auto& [key, plan] : arrays) {
+      if (key.first != stage) {
+        earlier.insert(earlier.end(), this_stage.begin(), this_stage.end());
+        this_stage.clear();
+        stage = key.first;
+      }
       const std::string script = array_script(experiment, plan, args, exe);
       if (args.dry_run) {
+        if (stage > 0) {
+          std::cout << fmt::format(
+              "# stage {}: submitted with --dependency=afterok: on the "
+              "arrays of the stages before\n",
+              stage);
+        }
         std::cout << script;
         continue;
       }
       fs::create_directories(dir / "slurm");
       const fs::path file = dir / "slurm" / fmt::format("array-{}.sh", index++);
       write_file_atomic(file, script);
-      const std::string id = sbatch(file, args.wait);
-      std::cout << fmt::format("Submitted job array {} ({} run(s), {} task(s) each): {}\n", id,
-                               plan.runs.size(), tasks, file.string());
+      // With --wait each array is done before the next is submitted: no dependency needed.
+      const std::string id =
+          sbatch(file, args.wait, args.wait ? std::vector<std::string>() : earlier);
+      this_stage.push_back(id);
+      std::cout << fmt::format(
+          "Submitted job array {} ({} run(s), {} task(s) each{}): {}\n", id, plan.runs.size(),
+          key.second,
+          earlier.empty() || args.wait ? "" : fmt::format(", after {}", fmt::join(earlier, ", ")),
+          file.string());
     }
     if (!args.dry_run && !arrays.empty()) {
       std::cout << fmt::format("When it is done: {} compare {}\n", shell_quote(exe),

@@ -8,6 +8,7 @@
 #include <bertlab/model/bert_config.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -93,6 +94,17 @@ struct ResolvedComponent {
   ConfigView options;  ///< the plugin's declared options (host keys removed)
 };
 
+/// `[model] init_from = "VARIANT"`: the run starts from another variant's final weights.
+struct InitFrom {
+  std::string variant;               ///< the variant it starts from
+  std::optional<int64_t> seed;       ///< that variant's run: the same seed's, or its only run
+  std::filesystem::path run_folder;  ///< that run's folder under the experiment's
+  std::filesystem::path checkpoint;  ///< its model.safetensors, also [model] init_checkpoint
+  std::string config_hash;           ///< run_config_hash() of that run
+  /// "variant" or "variant seed S".
+  std::string label() const;
+};
+
 struct ResolvedVariant {
   std::string name;
   ConfigView experiment;     ///< [experiment]
@@ -115,15 +127,24 @@ struct ResolvedVariant {
   std::string expect = "match";  ///< "match" or "differ"
   double rtol = 1e-5;            ///< relative tolerance of a match
   double atol = 1e-6;            ///< absolute tolerance of a match
+  /// Set when [model] init_from names a variant; its [model] init_checkpoint is then that run's
+  /// final weights (and init_from reads "" in `model` and resolved_toml, which say so).
+  std::optional<InitFrom> init_from;
+  Location init_from_loc;  ///< where init_from is written
+  int stage = 0;           ///< 0: starts from no variant; else 1 + the stage it starts from
 };
 
 struct ResolvedExperiment {
   std::string name;
   std::filesystem::path file;
   std::filesystem::path output_dir;  ///< runs/<experiment name>/ parent: [experiment] output_dir
-  /// The selected ones, in file order; with several seeds each variant once per seed, its
-  /// runs next to each other in seed order.
+  /// The selected ones, stage by stage (a run after those it starts from) and in file order
+  /// within a stage; with several seeds each variant once per seed, its runs next to each other
+  /// in seed order.
   std::vector<ResolvedVariant> variants;
+  /// Runs that selected ones start from (init_from) but --variant left out: not run here, their
+  /// final weights must be there when a run starting from them starts.
+  std::vector<ResolvedVariant> dependencies;
   std::vector<int64_t> seeds;  ///< the seeds every variant runs with (one: as [experiment] seed)
   std::vector<std::string> all_variant_names;
   std::string reference;  ///< [compare] reference, or the first variant
@@ -147,6 +168,18 @@ struct ResolveOptions {
   std::vector<std::string> selected_variants;       ///< empty: all
   std::optional<std::filesystem::path> output_dir;  ///< --output-dir
 };
+
+/// The configuration hash that run_summary.json records and a later run compares: config_hash()
+/// of its resolved_toml, with that of the run it starts from (init_from), so that a run reruns
+/// when the weights it starts from were made by another configuration.
+std::string run_config_hash(const ResolvedVariant& variant);
+
+/// Links the runs that start from other variants (init_from) to those variants' runs: checks the
+/// names (unknown, itself, a cycle, with init_checkpoint), sets each one's init_from, stage,
+/// [model] init_checkpoint and, with `retoml`, its resolved_toml; orders out.variants stage by
+/// stage. Throws ConfigError listing every problem.
+void link_stages(ResolvedExperiment& out,
+                 const std::function<std::string(const ResolvedVariant&)>& retoml);
 
 /// Merges and validates every selected variant. Throws ConfigError listing every problem.
 ResolvedExperiment resolve_experiment(const ExperimentFile& file, const ComponentRegistry& registry,

@@ -398,6 +398,7 @@ void resolve_model(const VariantScope& scope, ResolvedVariant& out) {
   auto field_values = model_values;
   model_values = take_keys(field_values, model_options());
   out.model = ConfigView("model", model_options(), model_values);
+  out.init_from_loc = key_location(scope.merged.at("model"), "init_from");
   if (model_values.count("bert_config_file")) {
     const auto& model = scope.merged.at("model");
     const Location& loc = model.keys.at("bert_config_file").loc;
@@ -498,6 +499,12 @@ std::string resolved_toml(const ExperimentFile& file, const ResolvedVariant& out
                           bool with_bert_config) {
   std::string t = fmt::format("# variant '{}' of {}, as it ran (defaults marked)\n", out.name,
                               file.path.string());
+  if (out.init_from) {
+    t += fmt::format(
+        "# [model] init_from = \"{}\": it starts from the final weights of run {} (its "
+        "config_hash {}), the init_checkpoint below\n",
+        out.init_from->variant, out.init_from->label(), out.init_from->config_hash);
+  }
   append_section_toml(t, "experiment", {&out.experiment}, "");
   append_section_toml(t, "model", {&out.model}, "");
   if (with_bert_config) append_bert_config_toml(t, out.bert_config);
@@ -614,6 +621,34 @@ void resolve_selected(const ExperimentFile& file, const std::vector<const Varian
   }
 }
 
+// The variants that selected ones start from (init_from, transitively) that --variant left out,
+// resolved into out.dependencies: their folders and configurations link the runs to them.
+void resolve_dependencies(const ExperimentFile& file, const ComponentRegistry& registry,
+                          const ResolveOptions& options, ResolvedExperiment& out,
+                          std::vector<std::string>& errors) {
+  std::set<std::string> have;
+  std::vector<std::string> wanted;
+  for (const auto& v : out.variants) {
+    have.insert(v.name);
+    wanted.push_back(v.model.get_string("init_from"));
+  }
+  while (!wanted.empty()) {
+    const std::string name = wanted.back();
+    wanted.pop_back();
+    if (name.empty() || !have.insert(name).second) continue;
+    auto it = std::find_if(file.variants.begin(), file.variants.end(),
+                           [&](const VariantData& d) { return d.name == name; });
+    if (it == file.variants.end()) continue;  // link_stages names the unknown variant
+    Diagnostics diag(name);
+    out.dependencies.push_back(resolve_variant(file, &*it, registry, options.overrides, diag));
+    for (const auto& line : diag.lines()) {
+      errors.push_back(
+          fmt::format("{} (variant {}, which a selected variant starts from)", line, name));
+    }
+    wanted.push_back(out.dependencies.back().model.get_string("init_from"));
+  }
+}
+
 // out.reference: [compare] reference, checked against the variants, or the first variant.
 void resolve_reference(const ExperimentFile& file, ResolvedExperiment& out,
                        std::vector<std::string>& errors) {
@@ -645,8 +680,9 @@ std::vector<int64_t> seeds_of(const ExperimentFile& file, const ResolvedVariant&
 
 // Several seeds: each variant replaced by one run per seed (its [experiment] seed set to it, its
 // folder VARIANT/seed-S). One listed seed: that seed, in the usual folder.
-void expand_seeds(const ExperimentFile& file, ResolvedExperiment& out) {
-  for (const auto& v : out.variants) {
+void expand_seeds(const ExperimentFile& file, std::vector<ResolvedVariant>& variants,
+                  std::vector<int64_t>& all_seeds) {
+  for (const auto& v : variants) {
     if (!file.seeds.empty() && v.experiment.has("repeats")) {
       throw ConfigError(fmt::format(
           "{}: experiment.seeds: set seeds or repeats, not both (variant '{}' has repeats = {})",
@@ -654,9 +690,10 @@ void expand_seeds(const ExperimentFile& file, ResolvedExperiment& out) {
     }
   }
   std::vector<ResolvedVariant> runs;
-  for (const auto& v : out.variants) {
+  for (const auto& v : variants) {
     const std::vector<int64_t> seeds = seeds_of(file, v);
-    if (out.seeds.empty()) out.seeds = seeds;
+    // With repeats set per variant, the experiment's seeds are the longest list.
+    if (seeds.size() > all_seeds.size()) all_seeds = seeds;
     for (const int64_t seed : seeds) {
       ResolvedVariant run = v;
       std::map<std::string, OptionValue> values = v.experiment.values();
@@ -667,7 +704,7 @@ void expand_seeds(const ExperimentFile& file, ResolvedExperiment& out) {
       runs.push_back(std::move(run));
     }
   }
-  out.variants = std::move(runs);
+  variants = std::move(runs);
 }
 
 }  // namespace
@@ -685,9 +722,12 @@ ResolvedExperiment resolve_experiment(const ExperimentFile& file, const Componen
   const std::vector<const VariantData*> selected = select_variants(file, options, out, errors);
   resolve_selected(file, selected, registry, options, out, errors);
   resolve_reference(file, out, errors);
+  resolve_dependencies(file, registry, options, out, errors);
   if (!errors.empty()) throw ConfigError(errors);
 
-  expand_seeds(file, out);
+  expand_seeds(file, out.variants, out.seeds);
+  std::vector<int64_t> dependency_seeds;
+  expand_seeds(file, out.dependencies, dependency_seeds);
   if (file.sweep) {
     const size_t runs = file.variants.size() * out.seeds.size();
     if (runs > static_cast<size_t>(file.sweep->max_runs)) {
@@ -705,6 +745,7 @@ ResolvedExperiment resolve_experiment(const ExperimentFile& file, const Componen
   } else {
     out.output_dir = fs::absolute(exp.get_string("output_dir")).lexically_normal();
   }
+  link_stages(out, [&](const ResolvedVariant& v) { return resolved_toml(file, v, true); });
   return out;
 }
 

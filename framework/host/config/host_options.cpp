@@ -53,6 +53,11 @@ std::vector<OptionDecl> model_options() {
       checkpoint_option("init_checkpoint",
                         "initial weights: Google TF checkpoint (bert_model.ckpt), "
                         "pytorch_model.bin or .safetensors; empty: random initialization"),
+      string_option("init_from", "",
+                    "start from the final weights of another variant of this experiment (with "
+                    "several seeds, its run of the same seed): it runs first, `run --jobs` and "
+                    "`submit --slurm` wait for it, and its failure skips this one; empty: "
+                    "init_checkpoint, or random initialization"),
       string_option("init_checkpoint_exclude", "",
                     "comma-separated name parts; matching parameters keep their random "
                     "initialization (e.g. classifier. for a head of another size)"),

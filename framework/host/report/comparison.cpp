@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 namespace bertlab {
 
@@ -128,6 +129,22 @@ PairedComparison paired_by_seed(const SeedRuns& group, const SeedRuns& reference
   return compare_paired(mine, theirs, higher_is_better(metric));
 }
 
+/// Whether `group` reports one of the evaluation metrics `reference` does (none: another task,
+/// e.g. the pretraining stage a fine-tuning starts from, whose loss is another objective).
+bool shares_eval_metrics(const SeedRuns& group, const SeedRuns& reference) {
+  std::set<std::string> names;
+  for (const auto* r : reference.runs) {
+    for (const auto& [name, value] : r->eval_metrics) names.insert(name);
+  }
+  if (names.empty()) return true;
+  for (const auto* r : group.runs) {
+    for (const auto& [name, value] : r->eval_metrics) {
+      if (names.count(name) != 0) return true;
+    }
+  }
+  return false;
+}
+
 std::string format_stat(double v, const char* spec = "{:.4f}") {
   if (!std::isfinite(v)) return "";
   return fmt::format(fmt::runtime(spec), v);
@@ -191,9 +208,10 @@ ComparisonTable seed_paired_table(const ResolvedExperiment& experiment,
               "bootstrap 95% CI", "p",      "verdict"};
   if (reference == nullptr) return t;
   for (const auto& group : groups) {
-    if (&group == reference) continue;
+    if (&group == reference || !shares_eval_metrics(group, *reference)) continue;
     for (const auto& m : metrics) {
       const PairedComparison c = paired_by_seed(group, *reference, m);
+      if (c.n == 0) continue;  // a metric only one of the two reports
       t.rows.push_back({group.name, m, std::to_string(c.n), delta_cell(c),
                         c.bootstrap_ci95
                             ? fmt::format("{:+.4f} to {:+.4f}", c.bootstrap_ci95->first,
@@ -349,7 +367,9 @@ std::string comparison_markdown(const ResolvedExperiment& experiment,
       "\nAgainst `{}`, paired by seed: the mean difference (variant − reference) ± its 95% CI "
       "(Student's t), the percentile bootstrap interval (from 5 seeds), p of a two-sided paired "
       "t-test, and `better` or `worse` when p < 0.05 (lower is better for losses), else no "
-      "significant difference. comparison.csv has every statistic per metric.\n\n",
+      "significant difference. comparison.csv has every statistic per metric. A variant that "
+      "reports none of the reference's evaluation metrics (another task: a pretraining stage) "
+      "is not paired.\n\n",
       experiment.reference);
   return out + markdown_table(seed_paired_table(experiment, results));
 }

@@ -131,6 +131,8 @@ std::string summary_json(const RunSummary& s) {
   j["variant"] = s.variant;
   if (s.seed) j["seed"] = *s.seed;
   if (!s.config_hash.empty()) j["config_hash"] = s.config_hash;
+  if (!s.init_checkpoint.empty()) j["init_checkpoint"] = s.init_checkpoint;
+  if (!s.init_from.empty()) j["init_from"] = s.init_from;
   j["steps"] = s.steps;
   j["final_loss"] = s.final_loss;
   j["examples_per_second"] = s.examples_per_second;
@@ -147,6 +149,8 @@ RunSummary parse_summary(std::string_view text, const std::string& file) {
   s.reference = string_or(j, "reference");
   s.variant = string_or(j, "variant");
   s.config_hash = string_or(j, "config_hash");
+  s.init_checkpoint = string_or(j, "init_checkpoint");
+  s.init_from = string_or(j, "init_from");
   if (auto seed = j.find("seed"); seed != j.end() && seed->is_number_integer()) {
     s.seed = seed->get<int64_t>();
   }

@@ -46,6 +46,10 @@ struct RunSummary {
   /// config_hash() of the resolved configuration that ran; a later `bertlab run` of the same
   /// configuration skips the run ("" in files of older versions: never skipped).
   std::string config_hash;
+  /// The checkpoint its weights were initialized from at step 0 ("": random initialization).
+  std::string init_checkpoint;
+  std::string
+      init_from;  ///< the variant's run it started from ([model] init_from), "variant [seed S]"
   int64_t steps = 0;
   double final_loss = 0.0;
   double examples_per_second = 0.0;  ///< over the whole training

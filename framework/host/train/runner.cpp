@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -91,7 +93,9 @@ void write_variant_summary(const ResolvedExperiment& experiment, const ResolvedV
   summary.reference = experiment.reference;
   summary.variant = variant.name;
   summary.seed = variant.repeat_seed;
-  summary.config_hash = config_hash(variant.resolved_toml);
+  summary.config_hash = run_config_hash(variant);
+  summary.init_checkpoint = options.init_checkpoint.string();
+  if (variant.init_from) summary.init_from = variant.init_from->label();
   summary.steps = result.steps;
   summary.final_loss = result.final_loss;
   summary.examples_per_second = result.examples_per_second;
@@ -160,6 +164,29 @@ void init_models_from_checkpoint(const ResolvedVariant& variant, const RunOption
   }
   log_info("model", "variant '{}': init_checkpoint {}", variant.name, report.summary());
   if (report_dir) write_file_atomic(*report_dir / "init_report.json", report.to_json());
+}
+
+/// [model] init_from: the run it starts from finished, with the configuration it was resolved
+/// with (a run of another configuration made other weights).
+void check_init_from(const ResolvedVariant& variant) {
+  const InitFrom& from = *variant.init_from;
+  const fs::path summary_file = from.checkpoint.parent_path() / "run_summary.json";
+  std::error_code ec;
+  BERTLAB_CHECK_AS(
+      DataError, fs::is_regular_file(from.checkpoint, ec) && fs::is_regular_file(summary_file, ec),
+      "variant '{}' starts from the final weights of '{}' ([model] init_from), and "
+      "{} is not there: that run has not finished; run it first (`bertlab run` of "
+      "the experiment runs it before; with --variant, select it too)",
+      variant.name, from.label(), from.checkpoint.string());
+  std::ifstream in(summary_file);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const RunSummary summary = parse_summary(text, summary_file.string());
+  BERTLAB_CHECK_AS(DataError, summary.config_hash == from.config_hash,
+                   "variant '{}' starts from the final weights of '{}' ([model] init_from), and "
+                   "{} was made by another configuration of it (config_hash {}, now {}); run it "
+                   "again first (`bertlab run` of the experiment with both selected)",
+                   variant.name, from.label(), from.checkpoint.string(), summary.config_hash,
+                   from.config_hash);
 }
 
 /// launcher = "env": this process's rank from torchrun's or Slurm's variables, checked against
@@ -240,6 +267,7 @@ std::optional<TrainCheckpoint> load_initial_weights(
       generator.set_state(ckpt->state.rng_state);
     }
   } else if (!o.init_checkpoint.empty()) {
+    if (variant.init_from) check_init_from(variant);
     init_models_from_checkpoint(variant, o, models,
                                 files ? std::optional<fs::path>(dir) : std::nullopt);
   }
@@ -403,7 +431,7 @@ std::optional<VariantResult> finished_run(const ResolvedExperiment& experiment,
     return std::nullopt;
   }
   VariantOutputs outputs = read_variant_outputs(dir);
-  if (outputs.summary.config_hash != config_hash(variant.resolved_toml)) return std::nullopt;
+  if (outputs.summary.config_hash != run_config_hash(variant)) return std::nullopt;
   log_info("train",
            "variant '{}'{}: finished before with the same configuration in {}; skipped "
            "(--rerun runs it again)",
