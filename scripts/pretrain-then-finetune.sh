@@ -11,7 +11,7 @@ build_dir=${BUILD_DIR:-build}
 # build folder with the tests keeps them.
 tests=OFF
 if grep -qx "BERTLAB_BUILD_TESTS:BOOL=ON" "$build_dir/CMakeCache.txt" 2>/dev/null; then tests=ON; fi
-BERTLAB_BUILD_TESTS=$tests bash scripts/build.sh --target bertlab bertlab-host bertlab_plugins \
+BERTLAB_BUILD_TESTS=$tests bash scripts/build.sh --target bertlab_launcher bertlab_cli bertlab_plugins \
   >/dev/null
 mkdir -p runs/data
 # Stage 1's data: 10 passes over the questions, each with other masks (--dupe_factor), packed

@@ -13,7 +13,7 @@ build_dir=${BUILD_DIR:-build}
 # A build folder with the tests keeps them.
 tests=OFF
 if grep -qx "BERTLAB_BUILD_TESTS:BOOL=ON" "$build_dir/CMakeCache.txt" 2>/dev/null; then tests=ON; fi
-BERTLAB_BUILD_TESTS=$tests bash scripts/build.sh --target bertlab bertlab-host classifier single \
+BERTLAB_BUILD_TESTS=$tests bash scripts/build.sh --target bertlab_launcher bertlab_cli classifier single \
   adam_weight_decay
 # The two variants at the same time, a process and a core each (one thread each is fastest).
 "$build_dir/bin/bertlab" run experiments/quickstart.toml --output-dir runs --jobs 2 "$@"
