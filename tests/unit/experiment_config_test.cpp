@@ -20,30 +20,7 @@ class ExperimentConfig : public ::testing::Test {
  protected:
   /// Writes an experiment whose paths point at the test fixtures, with `body` appended.
   fs::path write_experiment(const std::string& body, const std::string& name = "exp.toml") {
-    const std::string header = fmt::format(R"([experiment]
-name = "t"
-threads = 1
-
-[model]
-bert_config_file = "{}"
-vocab_file = "{}"
-
-[task]
-plugin = "classifier"
-task_name = "mrpc"
-data_dir = "{}"
-max_seq_length = 32
-
-[strategy]
-plugin = "single"
-
-[optimizer]
-plugin = "adam_weight_decay"
-learning_rate = 1e-4
-)",
-                                           data_path("experiments/bert_config_tiny.json").string(),
-                                           data_path("vocab/bert-base-uncased/vocab.txt").string(),
-                                           data_path("experiments/mrpc32").string());
+    const std::string header = testing::tiny_classifier_toml("name = \"t\"\nthreads = 1\n", "1e-4");
     fs::path path = dir_ / name;
     write_file(path, header + body);
     return path;

@@ -27,28 +27,9 @@ using testing::write_file;
 /// A two-stage study of the tiny classifier on 32 MRPC examples: `finetuned` (written first)
 /// starts from `pretrained`; `body` is appended to `pretrained`; `seeds` lists the seeds.
 std::string study(const std::string& body, const std::string& seeds = "[1, 2]") {
-  return fmt::format(R"([experiment]
-name = "stages"
-seeds = {}
-threads = 1
-
-[model]
-bert_config_file = "{}"
-vocab_file = "{}"
-
-[task]
-plugin = "classifier"
-task_name = "mrpc"
-data_dir = "{}"
-max_seq_length = 32
-
-[strategy]
-plugin = "single"
-
-[optimizer]
-plugin = "adam_weight_decay"
-learning_rate = 1e-3
-
+  return testing::tiny_classifier_toml(
+             fmt::format("name = \"stages\"\nseeds = {}\nthreads = 1\n", seeds), "1e-3") +
+         fmt::format(R"(
 [train]
 train_batch_size = 8
 num_train_steps = 4
@@ -63,9 +44,7 @@ optimizer.learning_rate = 5e-4
 name = "pretrained"
 {}
 )",
-                     seeds, data_path("experiments/bert_config_tiny.json").string(),
-                     data_path("vocab/bert-base-uncased/vocab.txt").string(),
-                     data_path("experiments/mrpc32").string(), body);
+                     body);
 }
 
 ResolvedExperiment resolve(const fs::path& path, const ResolveOptions& options = {}) {

@@ -2,6 +2,8 @@
 
 #include "runtime/plugin_host.h"
 
+#include <fmt/format.h>
+
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -158,6 +160,32 @@ std::string without_timings(const std::filesystem::path& path) {
     out += j.dump() + "\n";
   }
   return out;
+}
+
+std::string tiny_classifier_toml(const std::string& experiment_keys,
+                                 const std::string& learning_rate) {
+  return fmt::format(R"([experiment]
+{}
+[model]
+bert_config_file = "{}"
+vocab_file = "{}"
+
+[task]
+plugin = "classifier"
+task_name = "mrpc"
+data_dir = "{}"
+max_seq_length = 32
+
+[strategy]
+plugin = "single"
+
+[optimizer]
+plugin = "adam_weight_decay"
+learning_rate = {}
+)",
+                     experiment_keys, data_path("experiments/bert_config_tiny.json").string(),
+                     data_path("vocab/bert-base-uncased/vocab.txt").string(),
+                     data_path("experiments/mrpc32").string(), learning_rate);
 }
 
 }  // namespace bertlab::testing

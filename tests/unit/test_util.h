@@ -61,6 +61,12 @@ std::string read_file(const std::filesystem::path& path);
 /// Writes a whole file.
 void write_file(const std::filesystem::path& path, const std::string& text);
 
+/// The base of an experiment file on the test fixtures: `[experiment]` with `experiment_keys`
+/// (lines, each ending in a newline), the tiny BERT, the classifier on 32 MRPC examples at
+/// max_seq_length 32, `single`, and `adam_weight_decay` at `learning_rate` (as written in TOML).
+std::string tiny_classifier_toml(const std::string& experiment_keys,
+                                 const std::string& learning_rate);
+
 /// One JSON value per non-empty line of a .jsonl file.
 std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& path);
 
